@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 
 .PHONY: demo test check bytecode kafka bench fuzz soak check-compose clean
 
-$(STAMP): pyproject.toml setup.py $(wildcard proxy/codec/native/*) $(wildcard quota/primitives/native/*)
+$(STAMP): pyproject.toml setup.py $(wildcard proxy/codec/native/*) $(wildcard proxy/connection/native/*) $(wildcard quota/primitives/native/*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

@@ -1,5 +1,6 @@
 """The optional C extensions of the hot path. The codec's (proxy/codec/native/; proxy/codec/accel.py chooses it or the
-pure Python) and the sampled rate's (quota/primitives/native/rate.c; quota/primitives/rate.py chooses it or
+pure Python), the in-flight queue's (proxy/connection/native/inflight.c; proxy/connection/inflight.py chooses it or
+``PureInFlightQueue``) and the sampled rate's (quota/primitives/native/rate.c; quota/primitives/rate.py chooses it or
 ``PureRate``). Everything else is in pyproject.toml. ``optional=True``: where no C compiler works the build goes on
 without them, and the proxy runs the pure path."""
 
@@ -15,6 +16,12 @@ setup(
             depends=["proxy/codec/native/accel.h"],
             optional=True,
             extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__accel exported
+        ),
+        Extension(
+            "proxy.connection._inflight",
+            sources=["proxy/connection/native/inflight.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__inflight exported
         ),
         Extension(
             "quota.primitives._rate",

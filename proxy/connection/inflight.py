@@ -14,18 +14,26 @@ that sends nothing but ``acks=0`` produces, the first such request of a connecti
 proxy's own (ApiVersions v0, with a correlation id no queued request has): the probe's response, which is dropped,
 arrives either after the broker's answer to the ``acks=0`` request or without one. What the queue holds meanwhile
 counts against the connection's in-flight bound, so its memory is bounded either way.
+
+:data:`InFlightQueue` and :data:`InFlight`, what connections use, are :class:`PureInFlightQueue` and
+:class:`PureInFlight` or their C twin (proxy/connection/native/inflight.c, built where a compiler is;
+``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` keeps the pure classes), chosen once at import. The twin holds the queue's hot
+methods; the proxy's own requests (the probe, the lookups: :class:`_OwnRequests`) are Python for both.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
+from quota.primitives.compiled import load_compiled
 from quota.primitives.decision import Throttle
 
 _INT32_MIN = -(2**31)
@@ -34,7 +42,7 @@ PROBE_CLIENT_ID = "kafka-quota-proxy"
 
 
 @dataclass(slots=True, eq=False)
-class InFlight:
+class PureInFlight:
     header: RequestHeader
     received_ns: int  # when the request's header was read, for the latency histogram
     expects_response: bool
@@ -51,11 +59,79 @@ class InFlight:
     probe: bool = False
 
 
-class InFlightQueue:
+class _OwnRequests:
+    """The proxy's own requests in the queue (the acks=0 probe, a lookup), for both queues: rare, so Python in both.
+    A queue gives them ``_entry`` (its entry class), ``_append``, ``_last``, ``_pop_last`` and its iteration."""
+
+    __slots__ = ()
+
+    _entry: type[PureInFlight]
+
+    def probe(self, received_ns: int) -> bytes:
+        """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
+        header, head = self._own_header(API_VERSIONS, 0)
+        self._append(self._entry(header, received_ns, True, probe=True))
+        self._probe_went()
+        return frame(head)
+
+    def look_up(
+        self,
+        waiting: PureInFlight | None,
+        received_ns: int,
+        api_key: int,
+        api_version: int,
+        body: bytes,
+        answered: Callable[[memoryview], None],
+        client_id: str | None = None,
+    ) -> bytes:
+        """A request of the proxy's own (``body`` of ``api_key`` v``api_version``) to forward now, ahead of the
+        request ``waiting`` to be decided on its answer (the last one queued; None if it expects no response):
+        the lookup is queued before it, so the answers still come in order; ``client_id`` None: the proxy's own.
+        Returns the frame to send."""
+        if waiting is not None and self._last() is not waiting:
+            raise ProtocolError("a lookup was made for a request that is not the last one read")
+        if waiting is not None:
+            self._pop_last()
+        header, head = self._own_header(api_key, api_version, PROBE_CLIENT_ID if client_id is None else client_id)
+        self._append(self._entry(header, received_ns, True, ResponseLeg(lookup=answered)))
+        if waiting is not None:
+            self._append(waiting)
+        return frame(head + body)
+
+    def _own_header(
+        self, api_key: int, api_version: int, client_id: str = PROBE_CLIENT_ID
+    ) -> tuple[RequestHeader, bytes]:
+        """A request header of the proxy's own, with a correlation id no queued request has."""
+        taken = {e.header.correlation_id for e in self}
+        correlation_id = _INT32_MIN
+        while correlation_id in taken:
+            correlation_id += 1
+        head = encode_request_header(api_key, api_version, correlation_id, client_id)
+        return RequestHeader(len(head), api_key, api_version, correlation_id, client_id, len(head) + 4), head
+
+    if TYPE_CHECKING:  # what each queue defines (a stub here would hide the C twin's, which comes after in the MRO)
+
+        def _probe_went(self) -> None: ...
+
+        def _append(self, entry: PureInFlight) -> None: ...
+
+        def _last(self) -> PureInFlight | None: ...
+
+        def _pop_last(self) -> PureInFlight: ...
+
+        def __iter__(self) -> Iterator[PureInFlight]: ...
+
+
+class PureInFlightQueue(_OwnRequests):
+    """The reference queue (the C twin answers the same at every step: tests/proxy/connection/
+    test_inflight_native.py)."""
+
     __slots__ = ("_queue", "broker_answers_acks0", "_probe_sent", "probe_wanted", "local_answers")
 
+    _entry = PureInFlight
+
     def __init__(self) -> None:
-        self._queue: deque[InFlight] = deque()
+        self._queue: deque[PureInFlight] = deque()
         self.local_answers = 0  # entries answered by the proxy, not yet handed out (read by the response path)
         self.broker_answers_acks0: bool | None = None
         self._probe_sent = False
@@ -64,17 +140,33 @@ class InFlightQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def __iter__(self) -> Iterator[PureInFlight]:
+        return iter(self._queue)
+
+    def _append(self, entry: PureInFlight) -> None:
+        self._queue.append(entry)
+
+    def _probe_went(self) -> None:
+        self._probe_sent = True
+        self.probe_wanted = False
+
+    def _last(self) -> PureInFlight | None:
+        return self._queue[-1] if self._queue else None
+
+    def _pop_last(self) -> PureInFlight:
+        return self._queue.pop()
+
     @property
-    def entries(self) -> deque[InFlight]:
+    def entries(self) -> deque[PureInFlight]:
         """The queue itself, read-only for callers (the flow reads its length on the hot path)."""
         return self._queue
 
     def add_local(self, header: RequestHeader, received_ns: int, response: bytes) -> None:
         """A request the proxy answers itself; :meth:`pop_ready_local` hands the answer out in order."""
-        self._queue.append(InFlight(header, received_ns, True, local_response=response))
+        self._queue.append(PureInFlight(header, received_ns, True, local_response=response))
         self.local_answers += 1
 
-    def pop_ready_local(self) -> InFlight | None:
+    def pop_ready_local(self) -> PureInFlight | None:
         """The oldest locally answered request whose turn has come (only silent acks=0 entries before it)."""
         if not self.local_answers:
             return None
@@ -87,7 +179,7 @@ class InFlightQueue:
                 return None
         return None
 
-    def add(self, header: RequestHeader, received_ns: int, leg: ResponseLeg = NO_LEG) -> InFlight | None:
+    def add(self, header: RequestHeader, received_ns: int, leg: ResponseLeg = NO_LEG) -> PureInFlight | None:
         """Queue a forwarded request; ``leg`` says what its response needs. Returns the entry (None for an acks=0
         request to a broker known not to answer it)."""
         expects = header.acks != 0  # header.expects_response (a property: a call)
@@ -96,11 +188,11 @@ class InFlightQueue:
                 return None
             if self.broker_answers_acks0 is None and not self._probe_sent:
                 self.probe_wanted = True
-        entry = InFlight(header, received_ns, expects, leg)
+        entry = PureInFlight(header, received_ns, expects, leg)
         self._queue.append(entry)
         return entry
 
-    def answer_locally(self, entry: InFlight, response: bytes) -> None:
+    def answer_locally(self, entry: PureInFlight, response: bytes) -> None:
         """A queued request the proxy answers itself after all (decided on its body); an acks=0 one is dropped."""
         if entry.expects_response:
             entry.local_response = response
@@ -108,55 +200,12 @@ class InFlightQueue:
         else:
             self._queue.remove(entry)
 
-    def abandon(self, entry: InFlight) -> None:
+    def abandon(self, entry: PureInFlight) -> None:
         """A queued request that will never be forwarded nor answered (its client went while it was held): out of
         the queue, so the answers before it still go and nothing waits for it."""
         self._queue.remove(entry)
 
-    def probe(self, received_ns: int) -> bytes:
-        """The probe frame to forward now (after the acks=0 request that asked for it), queued as in flight."""
-        header, head = self._own_header(API_VERSIONS, 0)
-        self._queue.append(InFlight(header, received_ns, True, probe=True))
-        self._probe_sent = True
-        self.probe_wanted = False
-        return frame(head)
-
-    def look_up(
-        self,
-        waiting: InFlight | None,
-        received_ns: int,
-        api_key: int,
-        api_version: int,
-        body: bytes,
-        answered: Callable[[memoryview], None],
-        client_id: str | None = None,
-    ) -> bytes:
-        """A request of the proxy's own (``body`` of ``api_key`` v``api_version``) to forward now, ahead of the
-        request ``waiting`` to be decided on its answer (the last one queued; None if it expects no response):
-        the lookup is queued before it, so the answers still come in order; ``client_id`` None: the proxy's own.
-        Returns the frame to send."""
-        if waiting is not None and (not self._queue or self._queue[-1] is not waiting):
-            raise ProtocolError("a lookup was made for a request that is not the last one read")
-        if waiting is not None:
-            self._queue.pop()
-        header, head = self._own_header(api_key, api_version, PROBE_CLIENT_ID if client_id is None else client_id)
-        self._queue.append(InFlight(header, received_ns, True, ResponseLeg(lookup=answered)))
-        if waiting is not None:
-            self._queue.append(waiting)
-        return frame(head + body)
-
-    def _own_header(
-        self, api_key: int, api_version: int, client_id: str = PROBE_CLIENT_ID
-    ) -> tuple[RequestHeader, bytes]:
-        """A request header of the proxy's own, with a correlation id no queued request has."""
-        taken = {e.header.correlation_id for e in self._queue}
-        correlation_id = _INT32_MIN
-        while correlation_id in taken:
-            correlation_id += 1
-        head = encode_request_header(api_key, api_version, correlation_id, client_id)
-        return RequestHeader(len(head), api_key, api_version, correlation_id, client_id, len(head) + 4), head
-
-    def match(self, correlation_id: int) -> InFlight | None:
+    def match(self, correlation_id: int) -> PureInFlight | None:
         """The request a response answers, or None when the response must be dropped (acks=0)."""
         queue = self._queue
         while queue:
@@ -203,3 +252,29 @@ class InFlightQueue:
         """True while some forwarded request still expects a response (the proxy's own probe aside: its answer is
         dropped, so a connection may close before it comes)."""
         return any(e.expects_response and not e.probe for e in self._queue)
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """(the C twin's module, or None for the pure classes; a line saying which and why): the twin
+    ``proxy.connection._inflight`` when it is built (setup.py, from proxy/connection/native/, where a C compiler is
+    present) and not switched off."""
+    module, path = load_compiled("proxy.connection._inflight")
+    if module is not None:
+        module.configure(NO_LEG, ProtocolError)
+    return module, path
+
+
+_TWIN, INFLIGHT_PATH = _load()
+
+if TYPE_CHECKING or _TWIN is None:  # typed as the pure classes: the twin has their methods and attributes
+    InFlight = PureInFlight
+    InFlightQueue = PureInFlightQueue
+else:
+    InFlight = _TWIN.InFlight
+
+    class InFlightQueue(_OwnRequests, _TWIN.Queue):
+        """Requests in flight in C (:class:`PureInFlightQueue`'s twin), the proxy's own requests added in Python."""
+
+        __slots__ = ()
+
+        _entry = _TWIN.InFlight
