@@ -1,6 +1,6 @@
 """The optional C extensions of the hot path. The codec's (proxy/codec/native/; proxy/codec/accel.py chooses it or the
-pure Python), the in-flight queue's (proxy/connection/native/inflight.c; proxy/connection/inflight.py chooses it or
-``PureInFlightQueue``) and the sampled rate's (quota/primitives/native/rate.c; quota/primitives/rate.py chooses it or
+pure Python), the connection's (proxy/connection/native/: the in-flight queue and the response path's per-response
+methods; proxy/connection/compiled.py chooses it or the pure Python) and the sampled rate's (quota/primitives/native/rate.c; quota/primitives/rate.py chooses it or
 ``PureRate``). Everything else is in pyproject.toml. ``optional=True``: where no C compiler works the build goes on
 without them, and the proxy runs the pure path."""
 
@@ -18,10 +18,11 @@ setup(
             extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__accel exported
         ),
         Extension(
-            "proxy.connection._inflight",
-            sources=["proxy/connection/native/inflight.c"],
+            "proxy.connection._native",
+            sources=sorted(str(p) for p in Path("proxy/connection/native").glob("*.c")),
+            depends=["proxy/connection/native/connection.h"],
             optional=True,
-            extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__inflight exported
+            extra_compile_args=["-O2", "-fvisibility=hidden"],  # only PyInit__native exported
         ),
         Extension(
             "quota.primitives._rate",

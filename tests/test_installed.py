@@ -210,9 +210,9 @@ def test_the_wheel_holds_the_four_packages_and_nothing_else_of_the_repository(in
     assert len(extension) == 1, "the codec's C extension, built where a compiler is (proxy/codec/accel.py)"
     twin = {n for n in names if n.startswith("quota/primitives/_rate.") and n.endswith(".so")}
     assert len(twin) == 1, "the rate's C twin, built where a compiler is (quota/primitives/rate.py)"
-    queue = {n for n in names if n.startswith("proxy/connection/_inflight.") and n.endswith(".so")}
-    assert len(queue) == 1, "the in-flight queue's C twin, built where a compiler is (proxy/connection/inflight.py)"
-    extension |= twin | queue
+    connection = {n for n in names if n.startswith("proxy/connection/_native.") and n.endswith(".so")}
+    assert len(connection) == 1, "the connection's C twins, built where a compiler is (proxy/connection/compiled.py)"
+    extension |= twin | connection
     assert {n for n in names if not n.split("/")[0].endswith(".dist-info")} == source | data | extension
     assert "kafka-quota-proxy = proxy.cli.main:main" in entry_points
     assert "Provides-Extra: analytics" in metadata
@@ -237,7 +237,7 @@ def test_the_installed_package_is_what_runs_and_it_says_its_version(installed, t
     assert all(path.startswith(site) and "site-packages" in path for path in json.loads(probe.stdout))
     version = installed.run("--version", tmp=tmp)
     assert version.returncode == 0 and version.stdout.startswith("kafka-quota-proxy 0.1.0 "), version
-    assert "rate: C extension, codec: C extension, in-flight: C extension" in " ".join(version.stdout.split()), version
+    assert "rate: C extension, codec: C extension, connection: C extension" in " ".join(version.stdout.split()), version
 
 
 def test_check_config_accepts_the_shipped_sidecar_example_and_refuses_a_bad_key(installed, tmp):

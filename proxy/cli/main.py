@@ -9,6 +9,7 @@ import sys
 
 from config.errors import ConfigError
 from config.loader import load_config_file
+from proxy.connection import compiled
 from proxy.ground.log_format import LOG_FORMATS, configure_logging
 from proxy.ops.about import config_summary, version_text
 
@@ -20,7 +21,7 @@ class _Version(argparse.Action):
     terminal's width, and scripts read it whole)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: object, values: object, option: object = None):
-        print(version_text())
+        print(version_text(compiled.PATH))
         parser.exit()
 
 
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     install_bounded_lines()  # every line bounded, every repeated one rate-limited with a count
     if not args.worker:  # once per proxy, not once per worker process
-        logging.getLogger("proxy").info("%s starting: %s", version_text(), config_summary(config))
+        logging.getLogger("proxy").info("%s starting: %s", version_text(compiled.PATH), config_summary(config))
     from proxy.app import ProxyApp  # imported late: `check-config` needs none of the runtime
 
     async def serve() -> int:

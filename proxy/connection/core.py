@@ -205,27 +205,11 @@ class ConnectionCore:
 
     def broker_bytes(self, data: memoryview) -> int:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses. Their
-        events are pulled and acted on here (the request side's loop is :meth:`_pull_requests`). Returns
-        :attr:`response_streaming` after them."""
+        events are pulled and acted on by the response path (:meth:`~proxy.connection.response_path.PureResponses.pump`;
+        the request side's loop is :meth:`_pull_requests`). Returns :attr:`response_streaming` after them."""
         splitter = self._response_splitter
         splitter.receive(data)
-        responses = self.responses
-        while True:  # the events in the order a response brings them (a buffered one's, then a streamed one's)
-            event = splitter.next_event()
-            if event is HEADER:
-                splitter.act(responses.header(splitter.header))
-            elif event is FRAME:
-                responses.frame(splitter.header, splitter.value)
-                responses.ended()
-            elif event is NEED_DATA:
-                return splitter.streaming
-            elif event is LAST_SEGMENT:
-                self._write_client(splitter.value)
-                responses.ended()
-            elif event is SEGMENT:
-                self._write_client(splitter.value)
-            else:  # END
-                responses.ended()
+        return self.responses.pump(splitter)
 
     def _pull_requests(self) -> memoryview | None:
         """Act on the request splitter's events until it needs data; return the bytes left at a boundary where the

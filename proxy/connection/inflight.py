@@ -16,8 +16,8 @@ arrives either after the broker's answer to the ``acks=0`` request or without on
 counts against the connection's in-flight bound, so its memory is bounded either way.
 
 :data:`InFlightQueue` and :data:`InFlight`, what connections use, are :class:`PureInFlightQueue` and
-:class:`PureInFlight` or their C twin (proxy/connection/native/inflight.c, built where a compiler is;
-``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` keeps the pure classes), chosen once at import. The twin holds the queue's hot
+:class:`PureInFlight` or their C twin (proxy/connection/native/inflight.c, :mod:`proxy.connection.compiled`), chosen
+once at import. The twin holds the queue's hot
 methods; the proxy's own requests (the probe, the lookups: :class:`_OwnRequests`) are Python for both.
 """
 
@@ -26,14 +26,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import API_VERSIONS
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader, encode_request_header, frame
-from quota.primitives.compiled import load_compiled
+from proxy.connection.compiled import NATIVE
 from quota.primitives.decision import Throttle
 
 _INT32_MIN = -(2**31)
@@ -254,27 +253,15 @@ class PureInFlightQueue(_OwnRequests):
         return any(e.expects_response and not e.probe for e in self._queue)
 
 
-def _load() -> tuple[ModuleType | None, str]:
-    """(the C twin's module, or None for the pure classes; a line saying which and why): the twin
-    ``proxy.connection._inflight`` when it is built (setup.py, from proxy/connection/native/, where a C compiler is
-    present) and not switched off."""
-    module, path = load_compiled("proxy.connection._inflight")
-    if module is not None:
-        module.configure(NO_LEG, ProtocolError)
-    return module, path
-
-
-_TWIN, INFLIGHT_PATH = _load()
-
-if TYPE_CHECKING or _TWIN is None:  # typed as the pure classes: the twin has their methods and attributes
+if TYPE_CHECKING or NATIVE is None:  # typed as the pure classes: the twin has their methods and attributes
     InFlight = PureInFlight
     InFlightQueue = PureInFlightQueue
 else:
-    InFlight = _TWIN.InFlight
+    InFlight = NATIVE.InFlight
 
-    class InFlightQueue(_OwnRequests, _TWIN.Queue):
+    class InFlightQueue(_OwnRequests, NATIVE.Queue):
         """Requests in flight in C (:class:`PureInFlightQueue`'s twin), the proxy's own requests added in Python."""
 
         __slots__ = ()
 
-        _entry = _TWIN.InFlight
+        _entry = NATIVE.InFlight

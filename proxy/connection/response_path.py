@@ -22,6 +22,11 @@ it learns only later (a count looked up after the response went out) is recorded
 Every response the client gets is accounted once, by :meth:`ResponsePath._answered` (its bytes to the API's
 metrics and the usage log, its latency), when its last byte has been handed over: streamed, buffered or the
 proxy's own. A dropped response, or the answer to a lookup, is not a response to a client and is not counted.
+
+What every response goes through (its header matched, its end accounted, the broker side's events pulled:
+:class:`PureResponses`) is a C twin's where the extension is built (proxy/connection/native/responses.c,
+:mod:`proxy.connection.compiled`); :class:`ResponsePath` adds what a buffered response, a local answer and a throttle
+need, in Python for both.
 """
 
 from __future__ import annotations
@@ -33,10 +38,22 @@ from typing import TYPE_CHECKING, cast
 from proxy.apis.response_leg import NO_LEG
 from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import BUFFER, DROP, STREAM, Action
+from proxy.codec.frame import (
+    BUFFER,
+    DROP,
+    FRAME,
+    HEADER,
+    LAST_SEGMENT,
+    NEED_DATA,
+    SEGMENT,
+    STREAM,
+    Action,
+    FrameSplitter,
+)
 from proxy.codec.header import RequestHeader, ResponseHeader, response_header_length
 from proxy.codec.primitives import Bytes
 from proxy.codec.throttle import merge_throttle
+from proxy.connection.compiled import NATIVE, no_account
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.ops.usage_table import NO_USAGE_RECORDER, UsageRecorder
@@ -50,20 +67,23 @@ if TYPE_CHECKING:
 _INT32 = struct.Struct(">i")
 
 
-class ResponsePath:
-    """The broker-to-client direction, called by the core for each response's header, whole frame and end."""
+class PureResponses:
+    """What every response goes through, called by the core: its header matched to its request (stream, buffer or
+    drop it), its end accounted, and the broker side's events pulled from the splitter (:meth:`pump`). The reference
+    of the C twin (``proxy.connection._native.Responses``); :class:`ResponsePath` adds the rest over either."""
 
     __slots__ = (
         "_flow",
+        "_queue",
         "_write",
         "_clock",
         "_api_metrics",
-        "_current",
-        "_sent",
-        "dropping_since_ns",
         "_usage",
         "_session",
         "_account",
+        "_current",
+        "_sent",
+        "dropping_since_ns",
     )
 
     def __init__(
@@ -74,17 +94,18 @@ class ResponsePath:
         api_metrics: Callable[[int], ApiMetrics],
         usage: UsageRecorder,
         session: Session,
-        account: Callable[[RequestHeader, Usage], None] = lambda header, usage: None,
+        account: Callable[[RequestHeader, Usage], None] = no_account,
     ) -> None:
+        self._flow = flow
+        self._queue = flow.inflight  # the flow's in-flight queue, which the responses are matched against
         self._account = account  # records what a response leg accounted for (request_path.Accounting)
         self._session = session  # whose SASL exchange raw token responses belong to
+        self._write = write  # writes every whole frame and streamed segment to the client socket
+        self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
+        self._api_metrics = api_metrics
         self._usage = (
             usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
         )
-        self._flow = flow
-        self._write = write  # writes every whole frame to the client socket (the core writes streamed segments)
-        self._clock = clock  # the connection's one clock (ns): latencies, mutes, held responses, timeouts
-        self._api_metrics = api_metrics
         self._current: InFlight | None = None  # the request whose response is being received
         self._sent = 0  # the size of the response frame being received, as the client gets it
         self.dropping_since_ns = 0  # a dropped response (acks=0, the probe) is arriving: since when (ns)
@@ -93,6 +114,80 @@ class ResponsePath:
     def receiving(self) -> InFlight | None:
         """The request whose response has started arriving and not finished (the response timeout covers it)."""
         return self._current
+
+    def _answered(self, entry: InFlight, nbytes: int) -> None:
+        """The one place a response is accounted, once its ``nbytes`` are handed to the client: bytes to the API's
+        metrics and the usage log, latency from the request's header."""
+        request = entry.header
+        usage = self._usage
+        if usage is not NO_USAGE_RECORDER:  # a call that does nothing, without a usage log
+            usage.response(request, nbytes)
+        self._api_metrics(request.api_key).answered(nbytes, (self._clock() - entry.received_ns) / 1e9)
+
+    def pump(self, splitter: FrameSplitter) -> int:
+        """Act on the events of the broker's bytes ``splitter`` holds, in the order a response brings them (a
+        buffered one's, then a streamed one's), until it needs data; returns its ``streaming`` then."""
+        while True:
+            event = splitter.next_event()
+            if event is HEADER:
+                splitter.act(self.header(splitter.header))
+            elif event is FRAME:
+                self.frame(splitter.header, splitter.value)
+                self.ended()
+            elif event is NEED_DATA:
+                return splitter.streaming
+            elif event is LAST_SEGMENT:
+                self._write(splitter.value)
+                self.ended()
+            elif event is SEGMENT:
+                self._write(splitter.value)
+            else:  # END
+                self.ended()
+
+    def header(self, header: ResponseHeader) -> Action:
+        """A response's header: stream it, buffer it (its request's leg or throttle needs the whole), or drop it."""
+        if header.raw:  # a raw SASL token from the broker: it answers the client's raw token, no correlation id
+            self._current = None
+            return BUFFER
+        entry = self._queue.match(header.correlation_id)
+        if entry is None:
+            self.dropping_since_ns = self._clock()  # the response timeout covers it to its last byte too
+            return DROP
+        self._current = entry
+        if entry.leg is not NO_LEG or entry.throttle is not None:
+            return BUFFER
+        self._sent = header.size + 4  # its frame_length (a property: a call)
+        return STREAM
+
+    def ended(self) -> None:
+        """The response's last byte is out (or dropped): accounted, and the answers waiting behind it go."""
+        entry = self._current
+        self.dropping_since_ns = 0
+        if entry is not None:
+            self._current = None
+            if entry.leg.lookup is None:
+                self._answered(entry, self._sent)
+        if self._queue.local_answers:  # a dropped response (acks=0, the probe) may have been all one waited for
+            self.send_ready_local()
+
+    if TYPE_CHECKING:  # _Legs' (over this class or its twin)
+
+        def frame(self, header: ResponseHeader, frame: Bytes) -> None: ...
+
+        def send_ready_local(self) -> None: ...
+
+
+if TYPE_CHECKING:  # what _Legs is used over (typed as the pure class: the twin has its methods and attributes)
+    _Over = PureResponses
+else:
+    _Over = object
+
+
+class _Legs(_Over):
+    """The broker-to-client direction's rest, over :class:`PureResponses` or its twin: what a buffered response (its
+    request's leg run, its throttle merged), a local answer and a throttle need."""
+
+    __slots__ = ()
 
     def send_ready_local(self) -> None:
         """Answers the proxy made itself go out once every request before them has been answered, and never in the
@@ -106,32 +201,6 @@ class ResponsePath:
             self._answered(entry, len(local))
             if entry.throttle is not None:
                 self._act(entry, entry.throttle, None)
-
-    def _answered(self, entry: InFlight, nbytes: int) -> None:
-        """The one place a response is accounted, once its ``nbytes`` are handed to the client: bytes to the API's
-        metrics and the usage log, latency from the request's header."""
-        request = entry.header
-        usage = self._usage
-        if usage is not NO_USAGE_RECORDER:  # a call that does nothing, without a usage log
-            usage.response(request, nbytes)
-        self._api_metrics(request.api_key).answered(nbytes, (self._clock() - entry.received_ns) / 1e9)
-
-    # -- called by the core as the broker's bytes are split ------------------------------------------------------
-
-    def header(self, header: ResponseHeader) -> Action:
-        """A response's header: stream it, buffer it (its request's leg or throttle needs the whole), or drop it."""
-        if header.raw:  # a raw SASL token from the broker: it answers the client's raw token, no correlation id
-            self._current = None
-            return BUFFER
-        entry = self._flow.inflight.match(header.correlation_id)
-        if entry is None:
-            self.dropping_since_ns = self._clock()  # the response timeout covers it to its last byte too
-            return DROP
-        self._current = entry
-        if entry.leg is not NO_LEG or entry.throttle is not None:
-            return BUFFER
-        self._sent = header.size + 4  # its frame_length (a property: a call)
-        return STREAM
 
     def frame(self, header: ResponseHeader, frame: Bytes) -> None:
         """A buffered response: its request's leg run, its throttle merged and acted on."""
@@ -195,13 +264,19 @@ class ResponsePath:
         if frame is not None:
             self._write(frame)
 
-    def ended(self) -> None:
-        """The response's last byte is out (or dropped): accounted, and the answers waiting behind it go."""
-        entry = self._current
-        self.dropping_since_ns = 0
-        if entry is not None:
-            self._current = None
-            if entry.leg.lookup is None:
-                self._answered(entry, self._sent)
-        if self._flow.inflight.local_answers:  # a dropped response (acks=0, the probe) may have been all one waited for
-            self.send_ready_local()
+
+class PureResponsePath(_Legs, PureResponses):
+    """The broker-to-client direction on the pure path, called by the core for each response's header, whole frame
+    and end."""
+
+    __slots__ = ()
+
+
+if TYPE_CHECKING or NATIVE is None:  # typed as the pure class: the twin has its methods and attributes
+    ResponsePath = PureResponsePath
+else:
+
+    class ResponsePath(_Legs, NATIVE.Responses):
+        """The broker-to-client direction, called by the core for each response's header, whole frame and end."""
+
+        __slots__ = ()

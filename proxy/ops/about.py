@@ -13,7 +13,6 @@ from config.model import ProxyConfig
 from config.quotas import is_group_item, is_quota_group_item, is_topic_item
 from config.topic_quotas import ON_EXCEED
 from proxy.codec import accel
-from proxy.connection.inflight import INFLIGHT_PATH
 from quota.primitives.quota_groups import MEMBER_KEYS
 from quota.primitives.rate import RATE_PATH
 from quota.primitives.topic_quotas import PARTITION
@@ -31,13 +30,14 @@ def package_version() -> str:
         return "unknown"
 
 
-def version_text() -> str:
+def version_text(connection_path: str) -> str:
     """The version, Python's, which path measures the quotas' sampled rates (:mod:`quota.primitives.rate`), which
-    reads the frames (:mod:`proxy.codec.accel`) and which keeps the requests in flight
-    (:mod:`proxy.connection.inflight`): the first words of ``--version`` and of the start-up line."""
+    reads the frames (:mod:`proxy.codec.accel`) and which runs each connection's per-request path
+    (``connection_path``: :data:`proxy.connection.compiled.PATH`, a layer above this one): the first words of
+    ``--version`` and of the start-up line."""
     return (
         f"{PACKAGE} {package_version()} (Python {platform.python_version()}, rate: {RATE_PATH}, codec: {accel.PATH}, "
-        f"in-flight: {INFLIGHT_PATH})"
+        f"connection: {connection_path})"
     )
 
 

@@ -115,7 +115,7 @@ def test_a_killed_worker_is_restarted_and_sigterm_drains_every_worker(tmp_path):
     with every worker gone. On the codec's pure Python path (KAFKA_QUOTA_PROXY_PURE_PYTHON, proxy/codec/accel.py):
     the one test of a whole proxy without the C extension, messages produced and read back through it too."""
     with workers_proxy(tmp_path, 2, env={PURE_ENV: "1"}) as (proc, bootstrap, metrics_port, log):
-        assert f"codec: pure Python ({PURE_ENV} is set), in-flight: pure Python ({PURE_ENV} is set)) starting:" in (
+        assert f"codec: pure Python ({PURE_ENV} is set), connection: pure Python ({PURE_ENV} is set)) starting:" in (
             log.read_text()
         )
         wait_until(lambda: len(worker_pids(log)) == 2, 30, "both workers logged as serving")

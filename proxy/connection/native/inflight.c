@@ -1,43 +1,15 @@
-/* proxy.connection._inflight: proxy.connection.inflight's queue of requests in flight in C, the same queue answering
- * the same at every step.
- *
- * proxy/connection/inflight.py makes its InFlightQueue a class over Queue (adding the proxy's own requests: the
- * acks=0 probe and the lookups, which are rare and stay in Python) and its InFlight this Entry, once, at import, when
- * the extension is built and KAFKA_QUOTA_PROXY_PURE_PYTHON is not set; PureInFlightQueue stays the reference
- * (tests/proxy/connection/test_inflight_native.py drives both through the same operations and compares every answer,
- * error and field). Each method below mirrors the pure one of the same name.
+/* The queue of requests in flight: proxy.connection.inflight.PureInFlightQueue and PureInFlight in C, the same queue
+ * answering the same at every step (tests/proxy/connection/test_inflight_native.py drives both through the same
+ * operations and compares every answer, error and field). proxy/connection/inflight.py makes its InFlightQueue a
+ * class over Queue (adding the proxy's own requests: the acks=0 probe and the lookups, rare, Python for both) and its
+ * InFlight this Entry. Each method below mirrors the pure one of the same name.
  *
  * The entries are a ring of Entry pointers (a deque's operations: append, popleft, pop, remove). An entry keeps its
  * header's correlation id, read once when it is made: a request header never changes. */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-
-static PyObject *NoLeg;         /* proxy.apis.response_leg.NO_LEG (configure) */
-static PyObject *ProtocolError; /* proxy.codec.errors.ProtocolError (configure) */
-static PyObject *AcksName, *CorrelationIdName;
-
-#define CONFIGURED                                                                                                 \
-    if (NoLeg == NULL) {                                                                                           \
-        PyErr_SetString(PyExc_RuntimeError, "proxy.connection._inflight is used through proxy.connection.inflight"); \
-        return NULL;                                                                                               \
-    }
+#include "connection.h"
 
 /* -- an entry: InFlight -------------------------------------------------------------------------------------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *header;
-    PyObject *leg;
-    PyObject *local_response; /* None unless the proxy answers the request itself */
-    PyObject *throttle;       /* None unless a quota throttle goes with the response */
-    long long received_ns;
-    long long correlation_id; /* the header's, read once */
-    char expects_response, throttled, probe;
-} Entry;
-
-static PyTypeObject EntryType;
 
 static int entry_fill(Entry *self, PyObject *header, long long received_ns, int expects, PyObject *leg,
                       PyObject *local_response, PyObject *throttle, int throttled, int probe) {
@@ -85,7 +57,7 @@ static int entry_init(Entry *self, PyObject *args, PyObject *kwargs) {
     long long received_ns;
     int expects, throttled = 0, probe = 0;
     if (NoLeg == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "proxy.connection._inflight is used through proxy.connection.inflight");
+        PyErr_SetString(PyExc_RuntimeError, NOT_CONFIGURED_TEXT);
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLp|OOOpp", names, &header, &received_ns, &expects, &leg,
@@ -174,8 +146,8 @@ static PyGetSetDef entry_getset[] = {
     {NULL},
 };
 
-static PyTypeObject EntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._inflight.InFlight",
+PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.InFlight",
     .tp_doc = "A request sent upstream and waiting for its response (proxy.connection.inflight.PureInFlight's twin).",
     .tp_basicsize = sizeof(Entry),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -189,15 +161,6 @@ static PyTypeObject EntryType = {
 };
 
 /* -- the queue: InFlightQueue's hot methods ------------------------------------------------------------------- */
-
-typedef struct {
-    PyObject_HEAD
-    Entry **ring;          /* capacity slots, a power of two; count of them from head on are the entries, in order */
-    Py_ssize_t head, count, capacity;
-    Py_ssize_t local_answers; /* entries answered by the proxy, not yet handed out */
-    int answers_acks0;        /* -1 not known yet, 0 the broker stays silent for acks=0, 1 it answers them */
-    char probe_sent, probe_wanted;
-} Queue;
 
 #define AT(q, i) ((q)->ring[((q)->head + (i)) & ((q)->capacity - 1)])
 
@@ -365,10 +328,7 @@ static void learn(Queue *self, int answers) {
     }
 }
 
-static PyObject *match(Queue *self, PyObject *arg) {
-    CONFIGURED
-    long long correlation_id = PyLong_AsLongLong(arg);
-    if (correlation_id == -1 && PyErr_Occurred()) return NULL;
+PyObject *queue_match(Queue *self, long long correlation_id) {
     while (self->count) {
         Entry *entry = popleft(self);
         if (entry->local_response != Py_None) {
@@ -400,6 +360,13 @@ static PyObject *match(Queue *self, PyObject *arg) {
     }
     PyErr_Format(ProtocolError, "response correlation id %lld with no request in flight", correlation_id);
     return NULL;
+}
+
+static PyObject *match(Queue *self, PyObject *arg) {
+    CONFIGURED
+    long long correlation_id = PyLong_AsLongLong(arg);
+    if (correlation_id == -1 && PyErr_Occurred()) return NULL;
+    return queue_match(self, correlation_id);
 }
 
 static PyObject *oldest_waiting_ns(Queue *self, PyObject *unused) {
@@ -543,8 +510,8 @@ static PyGetSetDef queue_getset[] = {
 
 static PySequenceMethods queue_sequence = {.sq_length = (lenfunc)queue_length};
 
-static PyTypeObject QueueType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._inflight.Queue",
+PyTypeObject QueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.Queue",
     .tp_doc = "Requests in flight, in order (proxy.connection.inflight.PureInFlightQueue's twin, its hot methods).",
     .tp_basicsize = sizeof(Queue),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -560,41 +527,3 @@ static PyTypeObject QueueType = {
     .tp_getset = queue_getset,
 };
 
-/* configure(NO_LEG, ProtocolError): once, from proxy.connection.inflight. */
-static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "configure(no_leg, protocol_error)");
-        return NULL;
-    }
-    Py_INCREF(args[0]);
-    Py_XSETREF(NoLeg, args[0]);
-    Py_INCREF(args[1]);
-    Py_XSETREF(ProtocolError, args[1]);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef module_methods[] = {
-    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "NO_LEG and ProtocolError (proxy.connection.inflight hands them over at import)"},
-    {NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_inflight",
-    "Requests in flight in C (proxy.connection.inflight.PureInFlightQueue's twin).", -1, module_methods,
-};
-
-PyMODINIT_FUNC PyInit__inflight(void) {
-    AcksName = PyUnicode_InternFromString("acks");
-    CorrelationIdName = PyUnicode_InternFromString("correlation_id");
-    if (AcksName == NULL || CorrelationIdName == NULL) return NULL;
-    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0) return NULL;
-    PyObject *created = PyModule_Create(&module);
-    if (created == NULL) return NULL;
-    if (PyModule_AddObjectRef(created, "InFlight", (PyObject *)&EntryType) < 0 ||
-        PyModule_AddObjectRef(created, "Queue", (PyObject *)&QueueType) < 0) {
-        Py_DECREF(created);
-        return NULL;
-    }
-    return created;
-}

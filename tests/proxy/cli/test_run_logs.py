@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from proxy.codec.accel import PATH, PURE_ENV
-from proxy.connection.inflight import INFLIGHT_PATH
+from proxy.connection.compiled import PATH as CONNECTION_PATH
 from quota.primitives.rate import RATE_PATH
 from tests.harness import free_port, wait_for_port
 
@@ -82,7 +82,7 @@ def test_version_names_the_package_python_and_the_compiled_paths():
     done = subprocess.run([COMMAND, "--version"], capture_output=True, text=True, check=True)
     expected = (
         f"kafka-quota-proxy {version('kafka-quota-proxy')} (Python {platform.python_version()}, rate: {RATE_PATH}, "
-        f"codec: {PATH}, in-flight: {INFLIGHT_PATH})"
+        f"codec: {PATH}, connection: {CONNECTION_PATH})"
     )
     assert done.stdout.strip() == expected
     pure = subprocess.run(
@@ -91,7 +91,7 @@ def test_version_names_the_package_python_and_the_compiled_paths():
     # one line however long (argparse's own version action wrapped it to the terminal's width)
     assert pure.stdout.count("\n") == 1 and pure.stdout.endswith(
         f"rate: pure Python ({PURE_ENV} is set), codec: pure Python ({PURE_ENV} is set), "
-        f"in-flight: pure Python ({PURE_ENV} is set))\n"
+        f"connection: pure Python ({PURE_ENV} is set))\n"
     )
 
 

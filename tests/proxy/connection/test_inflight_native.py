@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.errors import ProtocolError
 from proxy.codec.header import RequestHeader
+from proxy.connection import compiled
 from proxy.connection import inflight as inflight_module
 from proxy.connection.inflight import PureInFlight, PureInFlightQueue
 
-twin = pytest.importorskip("proxy.connection._inflight", reason="the C extension is not built here")
-twin.configure(NO_LEG, ProtocolError)  # as proxy.connection.inflight does when it chooses the twin
+twin = pytest.importorskip("proxy.connection._native", reason="the C extension is not built here")
+compiled.configure(twin)  # as proxy.connection.compiled does when it chooses the extension
 
-if inflight_module._TWIN is None:  # the pure classes in use (KAFKA_QUOTA_PROXY_PURE_PYTHON): the twin's own class
+if compiled.NATIVE is None:  # the pure classes in use (KAFKA_QUOTA_PROXY_PURE_PYTHON): the twin's own class
 
     class CQueue(inflight_module._OwnRequests, twin.Queue):
         __slots__ = ()

@@ -1,0 +1,53 @@
+"""Whether the connection's per-request hot path runs compiled: the C extension ``proxy.connection._native`` (built
+from proxy/connection/native/ where a C compiler is, optional) or the pure Python it mirrors, by the package's one
+rule (:func:`quota.primitives.compiled.load_compiled`: ``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` keeps the pure Python).
+
+Its parts are twins of pure classes kept as their references: the in-flight queue
+(:class:`proxy.connection.inflight.PureInFlightQueue`) and the response path's per-response methods with the broker
+side's event loop (:class:`proxy.connection.response_path.PureResponses`). Each choosing module binds its class to one
+or the other once, at import, from :data:`NATIVE`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from proxy.apis.response_leg import NO_LEG
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import BUFFER, DROP, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STREAM
+from proxy.ops.usage_table import NO_USAGE_RECORDER
+from quota.primitives.compiled import load_compiled
+
+
+def no_account(header: object, usage: object) -> None:
+    """A response path's account when none is given: records nothing."""
+
+
+def configure(module: ModuleType) -> None:
+    """Hand the extension the objects it compares with and raises (once per process; tests call it again)."""
+    module.configure(
+        NO_LEG,
+        ProtocolError,
+        NO_USAGE_RECORDER,
+        no_account,
+        HEADER,
+        FRAME,
+        NEED_DATA,
+        LAST_SEGMENT,
+        SEGMENT,
+        STREAM,
+        BUFFER,
+        DROP,
+    )
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    """(the extension, or None for the pure Python; a line saying which and why)."""
+    module, path = load_compiled("proxy.connection._native")
+    if module is not None:
+        configure(module)
+    return module, path
+
+
+NATIVE, PATH = _load()
+"""The extension (None on the pure path) and a line saying which path runs, for the log and ``--version``."""

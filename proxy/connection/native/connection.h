@@ -1,0 +1,61 @@
+/* proxy.connection._native: the connection's per-request hot path in C, each part the twin of a pure class kept as
+ * its reference. inflight.c: the queue of requests in flight (proxy.connection.inflight.PureInFlightQueue);
+ * responses.c: the response path's per-response methods and the broker side's event loop
+ * (proxy.connection.response_path.PureResponses); module.c: the module, configured once by
+ * proxy.connection.compiled with the Python objects the parts compare with and raise. */
+
+#ifndef CONNECTION_NATIVE_H
+#define CONNECTION_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* handed over by configure() (module.c), once, at import of proxy.connection.compiled */
+extern PyObject *NoLeg;           /* proxy.apis.response_leg.NO_LEG */
+extern PyObject *ProtocolError;   /* proxy.codec.errors.ProtocolError */
+extern PyObject *NoUsageRecorder; /* proxy.ops.usage_table.NO_USAGE_RECORDER */
+extern PyObject *NoAccount;       /* proxy.connection.response_path's default account: records nothing */
+extern PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment; /* proxy.codec.frame's events */
+extern PyObject *ActStream, *ActBuffer, *ActDrop;                             /* and actions */
+/* interned attribute and method names */
+extern PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName,
+    *AnsweredName, *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName,
+    *StreamingName, *InflightName;
+
+#define NOT_CONFIGURED_TEXT "proxy.connection._native is used through proxy.connection.compiled"
+#define CONFIGURED                                                                                                 \
+    if (NoLeg == NULL) {                                                                                           \
+        PyErr_SetString(PyExc_RuntimeError, NOT_CONFIGURED_TEXT);                                                  \
+        return NULL;                                                                                               \
+    }
+
+/* an entry of the queue: proxy.connection.inflight.PureInFlight's twin */
+typedef struct {
+    PyObject_HEAD
+    PyObject *header;
+    PyObject *leg;
+    PyObject *local_response; /* None unless the proxy answers the request itself */
+    PyObject *throttle;       /* None unless a quota throttle goes with the response */
+    long long received_ns;
+    long long correlation_id; /* the header's, read once */
+    char expects_response, throttled, probe;
+} Entry;
+
+/* the queue: proxy.connection.inflight.PureInFlightQueue's twin (its hot methods) */
+typedef struct {
+    PyObject_HEAD
+    Entry **ring; /* capacity slots, a power of two; count of them from head on are the entries, in order */
+    Py_ssize_t head, count, capacity;
+    Py_ssize_t local_answers; /* entries answered by the proxy, not yet handed out */
+    int answers_acks0;        /* -1 not known yet, 0 the broker stays silent for acks=0, 1 it answers them */
+    char probe_sent, probe_wanted;
+} Queue;
+
+extern PyTypeObject EntryType, QueueType, ResponsesType;
+
+/* Queue.match: the entry a response of this correlation id answers (a new reference), None (a new reference: the
+ * response is dropped), or NULL with ProtocolError set. */
+PyObject *queue_match(Queue *self, long long correlation_id);
+
+#endif

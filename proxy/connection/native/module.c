@@ -1,0 +1,66 @@
+/* The module proxy.connection._native: its types and configure(), which proxy.connection.compiled calls once, at
+ * import, with the Python objects the parts compare with and raise. */
+
+#include "connection.h"
+
+PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount;
+PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment;
+PyObject *ActStream, *ActBuffer, *ActDrop;
+PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName, *AnsweredName,
+    *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName;
+
+/* configure(no_leg, protocol_error, no_usage_recorder, no_account, header, frame, need_data, last_segment, segment,
+ * stream, buffer, drop) */
+static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject **slots[] = {&NoLeg,      &ProtocolError, &NoUsageRecorder, &NoAccount, &EvHeader,  &EvFrame,
+                          &EvNeedData, &EvLastSegment, &EvSegment,       &ActStream, &ActBuffer, &ActDrop};
+    Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
+    if (nargs != n) {
+        PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n, nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "the objects the hot path compares with and raises (proxy.connection.compiled hands them over at import)"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "The connection's per-request hot path in C (proxy.connection.compiled chooses it or the pure Python).", -1,
+    module_methods,
+};
+
+static int intern(PyObject **slot, const char *name) {
+    *slot = PyUnicode_InternFromString(name);
+    return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (intern(&AcksName, "acks") < 0 || intern(&CorrelationIdName, "correlation_id") < 0 ||
+        intern(&RawName, "raw") < 0 || intern(&SizeName, "size") < 0 || intern(&ApiKeyName, "api_key") < 0 ||
+        intern(&LookupName, "lookup") < 0 || intern(&ResponseName, "response") < 0 ||
+        intern(&AnsweredName, "answered") < 0 || intern(&SendReadyLocalName, "send_ready_local") < 0 ||
+        intern(&FrameName, "frame") < 0 || intern(&NextEventName, "next_event") < 0 || intern(&ActName, "act") < 0 ||
+        intern(&HeaderName, "header") < 0 || intern(&ValueName, "value") < 0 ||
+        intern(&StreamingName, "streaming") < 0 || intern(&InflightName, "inflight") < 0)
+        return NULL;
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0)
+        return NULL;
+    PyObject *created = PyModule_Create(&module);
+    if (created == NULL) return NULL;
+    if (PyModule_AddObjectRef(created, "InFlight", (PyObject *)&EntryType) < 0 ||
+        PyModule_AddObjectRef(created, "Queue", (PyObject *)&QueueType) < 0 ||
+        PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0) {
+        Py_DECREF(created);
+        return NULL;
+    }
+    return created;
+}

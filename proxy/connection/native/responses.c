@@ -1,0 +1,346 @@
+/* The response path's per-response methods and the broker side's event loop: proxy.connection.response_path's
+ * PureResponses in C, answering the same at every step (tests/proxy/connection/test_responses_native.py runs one
+ * connection core on each through the same streams and compares everything either side got). response_path.py
+ * makes its ResponsePath a class over Responses (adding what a buffered response, a local answer and a throttle need:
+ * Python for both); each method below mirrors the pure one of the same name. */
+
+#include "connection.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *flow;        /* the connection's flow */
+    Queue *queue;          /* the flow's in-flight queue */
+    PyObject *write;       /* writes a whole frame or a streamed segment to the client */
+    PyObject *clock;       /* the connection's clock: ns */
+    PyObject *api_metrics; /* api_key -> its metrics (answered(nbytes, seconds)) */
+    PyObject *usage;       /* the usage log's recorder */
+    PyObject *session;     /* whose SASL exchange raw token responses belong to */
+    PyObject *account;     /* records what a response leg accounted for */
+    Entry *current;        /* the request whose response is being received, or NULL */
+    Py_ssize_t sent;       /* the size of the response frame being received, as the client gets it */
+    long long dropping_since_ns;
+} Responses;
+
+static int now_ns(Responses *self, long long *now) {
+    PyObject *value = PyObject_CallNoArgs(self->clock);
+    if (value == NULL) return -1;
+    *now = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *now == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int long_attr(PyObject *object, PyObject *name, long long *value) {
+    PyObject *found = PyObject_GetAttr(object, name);
+    if (found == NULL) return -1;
+    *value = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* _answered: the one place a response is accounted, once its nbytes are handed to the client. */
+static int answered(Responses *self, Entry *entry, Py_ssize_t nbytes) {
+    PyObject *request = entry->header;
+    PyObject *size = PyLong_FromSsize_t(nbytes);
+    if (size == NULL) return -1;
+    if (self->usage != NoUsageRecorder) { /* a call that does nothing, without a usage log */
+        PyObject *args[] = {self->usage, request, size};
+        PyObject *done = PyObject_VectorcallMethod(ResponseName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (done == NULL) goto fail;
+        Py_DECREF(done);
+    }
+    PyObject *api_key = PyObject_GetAttr(request, ApiKeyName);
+    if (api_key == NULL) goto fail;
+    PyObject *metrics = PyObject_CallOneArg(self->api_metrics, api_key);
+    Py_DECREF(api_key);
+    if (metrics == NULL) goto fail;
+    long long now;
+    if (now_ns(self, &now) < 0) {
+        Py_DECREF(metrics);
+        goto fail;
+    }
+    PyObject *seconds = PyFloat_FromDouble((double)(now - entry->received_ns) / 1e9);
+    if (seconds == NULL) {
+        Py_DECREF(metrics);
+        goto fail;
+    }
+    PyObject *args[] = {metrics, size, seconds};
+    PyObject *done = PyObject_VectorcallMethod(AnsweredName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(seconds);
+    Py_DECREF(metrics);
+    Py_DECREF(size);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    return 0;
+fail:
+    Py_DECREF(size);
+    return -1;
+}
+
+static PyObject *answered_method(Responses *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "_answered() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (Py_TYPE(args[0]) != &EntryType) {
+        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    Py_ssize_t nbytes = PyLong_AsSsize_t(args[1]);
+    if (nbytes == -1 && PyErr_Occurred()) return NULL;
+    if (answered(self, (Entry *)args[0], nbytes) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* header: stream the response, buffer it (its request's leg or throttle needs the whole), or drop it. */
+static PyObject *header_of(Responses *self, PyObject *header) {
+    PyObject *raw = PyObject_GetAttr(header, RawName);
+    if (raw == NULL) return NULL;
+    int is_raw = PyObject_IsTrue(raw);
+    Py_DECREF(raw);
+    if (is_raw < 0) return NULL;
+    if (is_raw) { /* a raw SASL token from the broker: it answers the client's raw token, no correlation id */
+        Py_CLEAR(self->current);
+        return Py_NewRef(ActBuffer);
+    }
+    long long correlation_id, size;
+    if (long_attr(header, CorrelationIdName, &correlation_id) < 0) return NULL;
+    PyObject *found = queue_match(self->queue, correlation_id);
+    if (found == NULL) return NULL;
+    if (found == Py_None) {
+        Py_DECREF(found);
+        long long now;
+        if (now_ns(self, &now) < 0) return NULL;
+        self->dropping_since_ns = now; /* the response timeout covers it to its last byte too */
+        return Py_NewRef(ActDrop);
+    }
+    Entry *entry = (Entry *)found;
+    Py_XSETREF(self->current, entry);
+    if (entry->leg != NoLeg || entry->throttle != Py_None) return Py_NewRef(ActBuffer);
+    if (long_attr(header, SizeName, &size) < 0) return NULL;
+    self->sent = (Py_ssize_t)size + 4;
+    return Py_NewRef(ActStream);
+}
+
+static PyObject *header_method(Responses *self, PyObject *header) {
+    CONFIGURED
+    return header_of(self, header);
+}
+
+/* ended: the response's last byte is out (or dropped): accounted, and the answers waiting behind it go. */
+static int ended(Responses *self) {
+    Entry *entry = self->current;
+    self->dropping_since_ns = 0;
+    if (entry != NULL) {
+        self->current = NULL; /* its reference is ours now */
+        int answer = entry->leg == NoLeg;
+        if (!answer) {
+            PyObject *lookup = PyObject_GetAttr(entry->leg, LookupName);
+            if (lookup == NULL) {
+                Py_DECREF(entry);
+                return -1;
+            }
+            answer = lookup == Py_None;
+            Py_DECREF(lookup);
+        }
+        int failed = answer && answered(self, entry, self->sent) < 0;
+        Py_DECREF(entry);
+        if (failed) return -1;
+    }
+    if (self->queue->local_answers) { /* a dropped response (acks=0, the probe) may have been all one waited for */
+        PyObject *args[] = {(PyObject *)self};
+        PyObject *done =
+            PyObject_VectorcallMethod(SendReadyLocalName, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (done == NULL) return -1;
+        Py_DECREF(done);
+    }
+    return 0;
+}
+
+static PyObject *ended_method(Responses *self, PyObject *unused) {
+    CONFIGURED
+    if (ended(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, Py_ssize_t nargs) {
+    PyObject *args[] = {self, a, b};
+    return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int write_value(Responses *self, PyObject *splitter) {
+    PyObject *value = PyObject_GetAttr(splitter, ValueName);
+    if (value == NULL) return -1;
+    PyObject *done = PyObject_CallOneArg(self->write, value);
+    Py_DECREF(value);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+/* pump(splitter): the events of the broker's bytes the splitter holds, acted on in the order a response brings
+ * them until it needs data; returns its streaming then (what the core's broker_bytes returns). */
+static PyObject *pump(Responses *self, PyObject *splitter) {
+    CONFIGURED
+    for (;;) {
+        PyObject *event = call_method(NextEventName, splitter, NULL, NULL, 1);
+        if (event == NULL) return NULL;
+        Py_DECREF(event); /* the events are the module's constants, kept alive by it */
+        if (event == EvHeader) {
+            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            if (header == NULL) return NULL;
+            PyObject *action = header_of(self, header);
+            Py_DECREF(header);
+            if (action == NULL) return NULL;
+            PyObject *done = call_method(ActName, splitter, action, NULL, 2);
+            Py_DECREF(action);
+            if (done == NULL) return NULL;
+            Py_DECREF(done);
+        } else if (event == EvFrame) {
+            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            if (header == NULL) return NULL;
+            PyObject *value = PyObject_GetAttr(splitter, ValueName);
+            if (value == NULL) {
+                Py_DECREF(header);
+                return NULL;
+            }
+            PyObject *done = call_method(FrameName, (PyObject *)self, header, value, 3);
+            Py_DECREF(header);
+            Py_DECREF(value);
+            if (done == NULL) return NULL;
+            Py_DECREF(done);
+            if (ended(self) < 0) return NULL;
+        } else if (event == EvNeedData) {
+            return PyObject_GetAttr(splitter, StreamingName);
+        } else if (event == EvLastSegment) {
+            if (write_value(self, splitter) < 0 || ended(self) < 0) return NULL;
+        } else if (event == EvSegment) {
+            if (write_value(self, splitter) < 0) return NULL;
+        } else { /* END */
+            if (ended(self) < 0) return NULL;
+        }
+    }
+}
+
+/* Responses(flow, write, clock, api_metrics, usage, session, account=<records nothing>), as PureResponses. */
+static int responses_init(Responses *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"flow", "write", "clock", "api_metrics", "usage", "session", "account", NULL};
+    PyObject *flow, *write, *clock, *api_metrics, *usage, *session, *account = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|O", names, &flow, &write, &clock, &api_metrics, &usage,
+                                     &session, &account))
+        return -1;
+    PyObject *queue = PyObject_GetAttr(flow, InflightName);
+    if (queue == NULL) return -1;
+    if (Py_TYPE(queue) != &QueueType && !PyType_IsSubtype(Py_TYPE(queue), &QueueType)) {
+        PyErr_Format(PyExc_TypeError, "the flow's in-flight queue is a %.100s, not the twin's", Py_TYPE(queue)->tp_name);
+        Py_DECREF(queue);
+        return -1;
+    }
+    if (account == NULL) account = NoAccount;
+    PyObject **slots[] = {&self->flow,  (PyObject **)&self->queue, &self->write,   &self->clock,
+                          &self->api_metrics, &self->usage,           &self->session, &self->account};
+    PyObject *values[] = {flow, queue, write, clock, api_metrics, usage, session, account};
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(values[i]);
+        Py_XSETREF(*slots[i], values[i]);
+    }
+    Py_DECREF(queue);
+    Py_CLEAR(self->current);
+    self->sent = 0;
+    self->dropping_since_ns = 0;
+    return 0;
+}
+
+static int responses_traverse(Responses *self, visitproc visit, void *arg) {
+    Py_VISIT(self->flow);
+    Py_VISIT(self->session);
+    Py_VISIT(self->account);
+    Py_VISIT((PyObject *)self->queue);
+    Py_VISIT(self->write);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->api_metrics);
+    Py_VISIT(self->usage);
+    Py_VISIT((PyObject *)self->current);
+    return 0;
+}
+
+static int responses_clear(Responses *self) {
+    Py_CLEAR(self->flow);
+    Py_CLEAR(self->session);
+    Py_CLEAR(self->account);
+    Py_CLEAR(self->queue);
+    Py_CLEAR(self->write);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->api_metrics);
+    Py_CLEAR(self->usage);
+    Py_CLEAR(self->current);
+    return 0;
+}
+
+static void responses_dealloc(Responses *self) {
+    PyObject_GC_UnTrack(self);
+    responses_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *get_current(Responses *self, void *unused) {
+    return Py_NewRef(self->current ? (PyObject *)self->current : Py_None);
+}
+
+static int set_current(Responses *self, PyObject *value, void *unused) {
+    if (value == NULL || value == Py_None) {
+        Py_CLEAR(self->current);
+        return 0;
+    }
+    if (Py_TYPE(value) != &EntryType) {
+        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->current, (Entry *)value);
+    return 0;
+}
+
+static PyMethodDef responses_methods[] = {
+    {"header", (PyCFunction)header_method, METH_O, "a response's header: STREAM, BUFFER or DROP"},
+    {"ended", (PyCFunction)ended_method, METH_NOARGS, "the response's last byte is out (or dropped)"},
+    {"_answered", (PyCFunction)(void (*)(void))answered_method, METH_FASTCALL, "a response accounted, once"},
+    {"pump", (PyCFunction)pump, METH_O, "act on the splitter's events until it needs data; its streaming then"},
+    {NULL},
+};
+
+static PyMemberDef responses_members[] = {
+    {"_flow", T_OBJECT_EX, offsetof(Responses, flow), READONLY, "the connection's flow"},
+    {"_session", T_OBJECT_EX, offsetof(Responses, session), READONLY, "whose SASL exchange raw tokens are"},
+    {"_account", T_OBJECT_EX, offsetof(Responses, account), READONLY, "records what a response leg accounted for"},
+    {"_queue", T_OBJECT_EX, offsetof(Responses, queue), READONLY, "the flow's in-flight queue"},
+    {"_write", T_OBJECT_EX, offsetof(Responses, write), READONLY, "writes to the client"},
+    {"_clock", T_OBJECT_EX, offsetof(Responses, clock), READONLY, "the connection's clock (ns)"},
+    {"_api_metrics", T_OBJECT_EX, offsetof(Responses, api_metrics), READONLY, "api_key -> its metrics"},
+    {"_usage", T_OBJECT_EX, offsetof(Responses, usage), READONLY, "the usage log's recorder"},
+    {"_sent", T_PYSSIZET, offsetof(Responses, sent), 0, "the response frame's size as the client gets it"},
+    {"dropping_since_ns", T_LONGLONG, offsetof(Responses, dropping_since_ns), 0,
+     "a dropped response is arriving: since when (ns), else 0"},
+    {NULL},
+};
+
+static PyGetSetDef responses_getset[] = {
+    {"_current", (getter)get_current, (setter)set_current, "the request whose response is being received", NULL},
+    {"receiving", (getter)get_current, NULL, "the request whose response has started arriving and not finished",
+     NULL},
+    {NULL},
+};
+
+PyTypeObject ResponsesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.Responses",
+    .tp_doc = "The response path's per-response methods (proxy.connection.response_path.PureResponses' twin).",
+    .tp_basicsize = sizeof(Responses),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)responses_init,
+    .tp_traverse = (traverseproc)responses_traverse,
+    .tp_clear = (inquiry)responses_clear,
+    .tp_dealloc = (destructor)responses_dealloc,
+    .tp_methods = responses_methods,
+    .tp_members = responses_members,
+    .tp_getset = responses_getset,
+};

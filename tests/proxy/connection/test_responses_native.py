@@ -1,0 +1,202 @@
+"""The connection's C twins (proxy/connection/native/: the in-flight queue, the response path's per-response methods
+and the broker side's event loop) against the pure classes, a whole connection core at a time: two cores, one over
+each, get the same client requests (streamed, buffered and answered locally, throttled at the header or on the
+body, decided after a lookup of the proxy's own, with a response leg that rewrites the answer; acks=0 Produce), the
+same broker answers (from a broker that answers acks=0 or stays silent), every stream cut anywhere, and the same
+clock; after every step both wrote the same bytes to each side, counted the same responses with the same latencies
+in the API metrics and the usage log, said the same state and raised the same error. Skipped where the extension is
+not built."""
+
+from __future__ import annotations
+
+import struct
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.apis import PASS, AnswerLocally, ForwardRequest, LookUp, Plan
+from proxy.apis.response_leg import ResponseLeg
+from proxy.codec.errors import ProtocolError
+from proxy.codec.frame import BUFFER
+from proxy.codec.header import encode_response_header, frame
+from proxy.connection import compiled, core, flow, inflight, response_path
+from proxy.connection.core import ConnectionCore
+from proxy.ops.usage_table import NO_USAGE, UsageTable
+from proxy.session.session import Session
+from quota.primitives.decision import Throttle
+from tests.proxy.connection.test_flow_machine import _SCOPE, request_frame, response_frame
+
+twin = pytest.importorskip("proxy.connection._native", reason="the C extension is not built here")
+compiled.configure(twin)  # as proxy.connection.compiled does when it chooses the extension
+
+if compiled.NATIVE is None:  # the pure classes in use (KAFKA_QUOTA_PROXY_PURE_PYTHON): the twin's own classes
+
+    class NativeQueue(inflight._OwnRequests, twin.Queue):
+        __slots__ = ()
+        _entry = twin.InFlight
+
+    class NativeResponses(response_path._Legs, twin.Responses):
+        __slots__ = ()
+
+else:
+    NativeQueue, NativeResponses = inflight.InFlightQueue, response_path.ResponsePath
+
+_I32 = struct.Struct(">i")
+
+# (api, version, acks, throttle at the header, on the body): as tests/proxy/connection/test_flow_machine.py's, and
+# "leg" (streamed, its answer rewritten: buffered back)
+REQUEST = st.one_of(
+    st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]), st.none() | st.just(300), st.none()),
+    st.tuples(
+        st.just(3),
+        st.just(1),
+        st.none(),
+        st.none() | st.just(200),
+        st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local", "leg"]),
+    ),
+)
+STEPS = st.lists(
+    st.tuples(st.sampled_from(["client", "client", "broker", "broker", "tick"]), st.integers(1, 400)), max_size=80
+)
+
+
+class Side:
+    """One connection core over one set of classes, with a broker that answers what reaches it, in order."""
+
+    def __init__(self, queue_class, responses_class, specs, answers_acks0: bool, usage: bool) -> None:
+        self.specs, self.answers_acks0 = specs, answers_acks0
+        self.requests = b"".join(request_frame(i, spec, 20 + 7 * i) for i, spec in enumerate(specs))
+        self.sent = 0  # request bytes the client has sent
+        self.to_client, self.to_broker = bytearray(), bytearray()
+        self.broker_read = 0  # bytes of to_broker the broker has parsed
+        self.answers = bytearray()  # the broker's answers, not yet read by the proxy
+        self.now_ns = 1_000_000_000
+        self.metrics: list[tuple] = []
+        self.usage = UsageTable() if usage else NO_USAGE
+        with (
+            mock.patch.object(flow, "InFlightQueue", queue_class),
+            mock.patch.object(core, "ResponsePath", responses_class),
+        ):
+            self.core = ConnectionCore(
+                _SCOPE,
+                Session("L", "127.0.0.1"),
+                max_request_bytes=1 << 20,
+                max_response_bytes=1 << 20,
+                max_inflight=4,
+                write_client=self.to_client.extend,
+                write_broker=self.to_broker.extend,
+                clock=lambda: self.now_ns,
+                api_metrics=self._metrics,
+                planner=self._plan,
+                usage=self.usage,
+            )
+        assert type(self.core.flow.inflight) is queue_class and type(self.core.responses) is responses_class
+        self.state = self.core.step(self.now_ns)
+
+    def _metrics(self, api_key: int):
+        side = self
+
+        class Counted:
+            def request(self, nbytes: int) -> None:
+                side.metrics.append(("request", api_key, nbytes))
+
+            def answered(self, nbytes: int, seconds: float) -> None:
+                side.metrics.append(("answered", api_key, nbytes, seconds))
+
+        return Counted()
+
+    def _plan(self, scope, session, header) -> Plan:
+        corr = header.correlation_id
+        _, _, _, throttle_ms, on_body = self.specs[corr]
+        local = frame(encode_response_header(3, 1, corr) + b"local")
+        if on_body == "local":
+            return Plan(action=BUFFER, decide=lambda body: AnswerLocally(local))
+        if on_body == "throttle":
+            return Plan(action=BUFFER, decide=lambda body: ForwardRequest(throttle=Throttle(700, 700)))
+        if on_body in ("lookup", "lookup-local"):
+            then = (lambda answer: AnswerLocally(local)) if on_body == "lookup-local" else lambda a: ForwardRequest()
+            return Plan(action=BUFFER, decide=lambda body: LookUp(3, 1, b"", then))
+        if on_body == "leg":
+            return Plan(leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"rewritten"))
+        if throttle_ms is not None:
+            return Plan(throttle=Throttle(throttle_ms, throttle_ms))
+        return PASS
+
+    def _broker(self) -> None:
+        """The broker reads what reached it and answers each request in order (acks=0: if it answers those)."""
+        buf = self.to_broker
+        while len(buf) - self.broker_read >= 12:
+            size = _I32.unpack_from(buf, self.broker_read)[0]
+            if len(buf) - self.broker_read < size + 4:
+                return
+            api, version, corr = struct.unpack_from(">hhi", buf, self.broker_read + 4)
+            self.broker_read += size + 4
+            if corr < 0 or api == 18:  # the proxy's own (the probe, a lookup): answered all the same
+                self.answers += frame(encode_response_header(api, version, corr) + b"\x00\x00")
+            elif api == 0 and self.specs[corr][2] == 0 and not self.answers_acks0:
+                continue
+            else:
+                self.answers += response_frame(api, version, corr, 5 + corr)
+
+    def run(self, step: tuple[str, int]) -> object:
+        kind, n = step
+        c = self.core
+        try:
+            if kind == "client" and self.state.reading_client:  # as the socket code reads: only when told, so much
+                n = c.read_size(n)
+                data, self.sent = self.requests[self.sent : self.sent + n], min(len(self.requests), self.sent + n)
+                if data:
+                    c.client_bytes(memoryview(data))
+            elif kind == "broker" and self.state.reading_broker:
+                self._broker()
+                n = c.response_read_size(n)
+                data, self.answers = bytes(self.answers[:n]), self.answers[n:]
+                if data:
+                    c.broker_bytes(memoryview(data))
+            elif kind == "tick":
+                self.now_ns += n * 1_000_000
+            state = self.state = c.step(self.now_ns)
+        except ProtocolError as exc:
+            return ("protocol error", str(exc))
+        receiving = c.responses.receiving
+        return (
+            state,
+            None if receiving is None else receiving.header.correlation_id,
+            c.responses.dropping_since_ns,
+            len(c.flow.inflight),
+            bytes(self.to_client),
+            bytes(self.to_broker),
+            list(self.metrics),
+            sorted((key, vars_of(row)) for key, row in self.usage.take(self.now_ns).items()),
+        )
+
+
+def vars_of(row) -> tuple:
+    return tuple(getattr(row, name) for name in type(row).__slots__)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    specs=st.lists(REQUEST, min_size=1, max_size=10),
+    answers_acks0=st.booleans(),
+    usage=st.booleans(),
+    steps=STEPS,
+)
+def test_a_core_over_the_twins_does_what_one_over_the_pure_classes_does(specs, answers_acks0, usage, steps):
+    pure = Side(inflight.PureInFlightQueue, response_path.PureResponsePath, specs, answers_acks0, usage)
+    native = Side(NativeQueue, NativeResponses, specs, answers_acks0, usage)
+    for number, step in enumerate(steps + [("client", 1 << 20)] + [("broker", 1 << 20), ("tick", 1000)] * 4):
+        assert native.run(step) == pure.run(step), (number, step)
+
+
+def test_the_pure_side_is_what_the_scenarios_exercise():
+    """The scenarios reach what the twins do: streamed, buffered and dropped answers, local ones, the probe."""
+    specs = [(0, 7, 0, None, None), (3, 1, None, None, "leg"), (3, 1, None, None, "local"), (3, 1, None, 200, None)]
+    side = Side(inflight.PureInFlightQueue, response_path.PureResponsePath, specs, True, True)
+    for step in [("client", 1 << 20), ("broker", 1 << 20), ("tick", 1000)] * 3:
+        side.run(step)
+    answered = [m for m in side.metrics if m[0] == "answered"]
+    assert len(answered) == 3  # the leg's, the local one, the throttled one (the acks=0 answer dropped)
+    assert b"rewritten" in side.to_client and b"local" in side.to_client
