@@ -3,8 +3,9 @@ from proxy/connection/native/ where a C compiler is, optional) or the pure Pytho
 rule (:func:`quota.primitives.compiled.load_compiled`: ``KAFKA_QUOTA_PROXY_PURE_PYTHON=1`` keeps the pure Python).
 
 Its parts are twins of pure classes kept as their references: the in-flight queue
-(:class:`proxy.connection.inflight.PureInFlightQueue`) and the response path's per-response methods with the broker
-side's event loop (:class:`proxy.connection.response_path.PureResponses`). Each choosing module binds its class to one
+(:class:`proxy.connection.inflight.PureInFlightQueue`), the response path's per-response methods with the broker
+side's event loop (:class:`proxy.connection.response_path.PureResponses`) and the request path's per-request methods
+with the client side's (:class:`proxy.connection.request_path.PureRequests`). Each choosing module binds its class to one
 or the other once, at import, from :data:`NATIVE`.
 """
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from proxy.apis.plan import PASS
 from proxy.apis.response_leg import NO_LEG
+from proxy.apis.usage import NO_USAGE
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import BUFFER, DROP, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STREAM
+from proxy.codec.frame import BOUNDARY, BUFFER, DROP, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STREAM
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 from quota.primitives.compiled import load_compiled
 
@@ -30,11 +33,14 @@ def configure(module: ModuleType) -> None:
         ProtocolError,
         NO_USAGE_RECORDER,
         no_account,
+        PASS,
+        NO_USAGE,
         HEADER,
         FRAME,
         NEED_DATA,
         LAST_SEGMENT,
         SEGMENT,
+        BOUNDARY,
         STREAM,
         BUFFER,
         DROP,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from proxy.apis import ConnectionScope, plan_request
-from proxy.codec.frame import BOUNDARY, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, FrameSplitter
+from proxy.codec.frame import FrameSplitter
 from proxy.codec.header import (
     MAX_HEADER_BYTES,
     RequestHeader,
@@ -213,39 +213,9 @@ class ConnectionCore:
 
     def _pull_requests(self) -> memoryview | None:
         """Act on the request splitter's events until it needs data; return the bytes left at a boundary where the
-        flow paused (None if none)."""
-        splitter = self._request_splitter
-        requests = self.requests
-        while True:  # the events in the order a request brings them (its header after the boundary: first)
-            event = splitter.next_event()
-            if event is HEADER:
-                splitter.act(requests.header(splitter.header))
-                if requests.answered_locally:
-                    self._send_local_answers()
-            elif event is BOUNDARY:
-                # Many requests unheard from the client, or reading stops here with one more read: is it still
-                # there? A gone client's requests not forwarded yet never are.
-                flow = self.flow
-                if flow.unheard >= flow.max_inflight and not self._still_there():  # presence due (Flow.unheard)
-                    splitter.take_rest()
-                    return None
-                if not flow.start_frame():
-                    rest = splitter.take_rest()
-                    return None if flow.unheard and not self._still_there() else rest
-            elif event is NEED_DATA:
-                return None
-            elif event is LAST_SEGMENT:
-                self._write_broker(splitter.value)
-                requests.ended()
-            elif event is FRAME:
-                requests.frame(splitter.header, splitter.value)
-                if requests.answered_locally:
-                    self._send_local_answers()
-                requests.ended()
-            elif event is SEGMENT:
-                self._write_broker(splitter.value)
-            else:  # END
-                requests.ended()
+        flow paused (None if none): the request path's loop
+        (:meth:`~proxy.connection.request_path.PureRequests.pump`)."""
+        return self.requests.pump(self._request_splitter, self._still_there, self._send_local_answers)
 
     def _still_there(self) -> bool:
         """Whether the client is still connected; if not, the flow and the request path are told it left. A client

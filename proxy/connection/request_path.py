@@ -23,9 +23,21 @@ from proxy.apis.plan import Decide
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import BUFFER, STREAM, Action
+from proxy.codec.frame import (
+    BOUNDARY,
+    BUFFER,
+    FRAME,
+    HEADER,
+    LAST_SEGMENT,
+    NEED_DATA,
+    SEGMENT,
+    STREAM,
+    Action,
+    FrameSplitter,
+)
 from proxy.codec.header import RequestHeader
 from proxy.codec.primitives import Bytes
+from proxy.connection.compiled import NATIVE
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.own_work import Spawn
@@ -60,8 +72,10 @@ class Accounting:
             shadows.note(note.quota, note.decision, user, note.client_id)
 
 
-class RequestPath:
-    """The client-to-broker direction, called by the core for each request's header, whole frame and end."""
+class PureRequests:
+    """What every request goes through, called by the core: its header planned (stream, buffer or drop it), its end,
+    and the client side's events pulled from the splitter (:meth:`pump`). The reference of the C twin
+    (``proxy.connection._native.Requests``); :class:`RequestPath` adds the rest over either."""
 
     __slots__ = (
         "_flow",
@@ -91,13 +105,13 @@ class RequestPath:
         forward: Callable[[Bytes], None],
         api_metrics: Callable[[int], ApiMetrics],
         clock: Callable[[], int],
-        planner: Planner = plan_request,
-        usage: UsageRecorder = NO_USAGE_RECORDER,
-        spawn: Spawn | None = None,
-        account: Accounting | None = None,
+        planner: Planner,
+        usage: UsageRecorder,
+        spawn: Spawn | None,
+        account: Accounting,
     ) -> None:
         # records what plans and outcomes (and, given to the response path, response legs) accounted for
-        self.account = Accounting(usage, scope, session) if account is None else account
+        self.account = account
         self._spawn = spawn  # (start, done): runs start() off the request path, then done(result) (Await outcomes)
         self._usage = (
             usage  # what the usage log is told (proxy.ops.usage_log.UsageRecorder; does nothing without a log)
@@ -121,6 +135,44 @@ class RequestPath:
         self._gone = False  # the client closed: a request replayed from the read-ahead is not held any more
         # the last two legs joined (a plan's, its outcome's) and their join: a consumer's every Fetch joins the same
         self._joined: tuple[ResponseLeg, ResponseLeg, ResponseLeg] = (NO_LEG, NO_LEG, NO_LEG)
+
+    def pump(
+        self, splitter: FrameSplitter, still_there: Callable[[], bool], send_local_answers: Callable[[], None]
+    ) -> memoryview | None:
+        """Act on the events of the client's bytes ``splitter`` holds, in the order a request brings them (its header
+        after the boundary: first), until it needs data (None) or the flow paused at a boundary: then the bytes left
+        (None if ``still_there`` found the client gone). ``send_local_answers`` after a request answered by the
+        proxy."""
+        flow = self._flow
+        while True:
+            event = splitter.next_event()
+            if event is HEADER:
+                splitter.act(self.header(splitter.header))
+                if self.answered_locally:
+                    send_local_answers()
+            elif event is BOUNDARY:
+                # Many requests unheard from the client, or reading stops here with one more read: is it still
+                # there? A gone client's requests not forwarded yet never are.
+                if flow.unheard >= flow.max_inflight and not still_there():  # presence due (Flow.unheard)
+                    splitter.take_rest()
+                    return None
+                if not flow.start_frame():
+                    rest = splitter.take_rest()
+                    return None if flow.unheard and not still_there() else rest
+            elif event is NEED_DATA:
+                return None
+            elif event is LAST_SEGMENT:
+                self._forward(splitter.value)
+                self.ended()
+            elif event is FRAME:
+                self.frame(splitter.header, splitter.value)
+                if self.answered_locally:
+                    send_local_answers()
+                self.ended()
+            elif event is SEGMENT:
+                self._forward(splitter.value)
+            else:  # END
+                self.ended()
 
     def header(self, header: RequestHeader) -> Action:
         """A request's header: its plan says whether the frame streams, is buffered or dropped."""
@@ -149,6 +201,58 @@ class RequestPath:
             self._throttle(header, self._entry, plan.throttle)
         self._plan = plan
         return plan.action
+
+    def ended(self) -> None:
+        """The request frame's last byte is read (and forwarded, when streamed)."""
+        flow = self._flow
+        flow.frame_ended()
+        if flow.inflight.probe_wanted:
+            self._forward(flow.inflight.probe(self._clock()))
+
+    if TYPE_CHECKING:  # _Decisions' (over this class or its twin)
+
+        def frame(self, header: RequestHeader, frame: bytearray) -> None: ...
+
+        def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None: ...
+
+
+if TYPE_CHECKING:  # what _Decisions is used over (typed as the pure class: the twin has its methods and attributes)
+    _Over = PureRequests
+else:
+    _Over = object
+
+
+class _Decisions(_Over):
+    """The client-to-broker direction's rest, over :class:`PureRequests` or its twin: a buffered request decided on
+    its body (forwarded, answered, looked up, awaited, held), a throttle, a client gone."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        flow: Flow,
+        scope: ConnectionScope,
+        session: Session,
+        forward: Callable[[Bytes], None],
+        api_metrics: Callable[[int], ApiMetrics],
+        clock: Callable[[], int],
+        planner: Planner = plan_request,
+        usage: UsageRecorder = NO_USAGE_RECORDER,
+        spawn: Spawn | None = None,
+        account: Accounting | None = None,
+    ) -> None:
+        super().__init__(
+            flow,
+            scope,
+            session,
+            forward,
+            api_metrics,
+            clock,
+            planner,
+            usage,
+            spawn,
+            Accounting(usage, scope, session) if account is None else account,
+        )
 
     def frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""
@@ -309,13 +413,6 @@ class RequestPath:
         for hold in self._flow.abandon_holds():
             hold.abandon()
 
-    def ended(self) -> None:
-        """The request frame's last byte is read (and forwarded, when streamed)."""
-        flow = self._flow
-        flow.frame_ended()
-        if flow.inflight.probe_wanted:
-            self._forward(flow.inflight.probe(self._clock()))
-
     def _throttle(self, header: RequestHeader, entry: InFlight | None, throttle: Throttle) -> None:
         """The flow takes the throttle: it goes with the response (counted in the usage log there), or, with no
         response to carry it (acks=0), mutes now."""
@@ -324,6 +421,23 @@ class RequestPath:
         if muted_ms:
             self._session.muted_for, self._session.muted_by = header.client_id, throttle.by
             self._usage.throttled(header, throttle, muted_ms, now)
+
+
+class PureRequestPath(_Decisions, PureRequests):
+    """The client-to-broker direction on the pure path, called by the core for each request's header, whole frame
+    and end."""
+
+    __slots__ = ()
+
+
+if TYPE_CHECKING or NATIVE is None:  # typed as the pure class: the twin has its methods and attributes
+    RequestPath = PureRequestPath
+else:
+
+    class RequestPath(_Decisions, NATIVE.Requests):
+        """The client-to-broker direction, called by the core for each request's header, whole frame and end."""
+
+        __slots__ = ()
 
 
 def _undecidable(header: RequestHeader, exc: ValueError) -> ProtocolError:

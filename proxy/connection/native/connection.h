@@ -1,7 +1,8 @@
 /* proxy.connection._native: the connection's per-request hot path in C, each part the twin of a pure class kept as
  * its reference. inflight.c: the queue of requests in flight (proxy.connection.inflight.PureInFlightQueue);
  * responses.c: the response path's per-response methods and the broker side's event loop
- * (proxy.connection.response_path.PureResponses); module.c: the module, configured once by
+ * (proxy.connection.response_path.PureResponses); requests.c: the request path's per-request methods and the client
+ * side's event loop (proxy.connection.request_path.PureRequests); module.c: the module, configured once by
  * proxy.connection.compiled with the Python objects the parts compare with and raise. */
 
 #ifndef CONNECTION_NATIVE_H
@@ -15,13 +16,18 @@
 extern PyObject *NoLeg;           /* proxy.apis.response_leg.NO_LEG */
 extern PyObject *ProtocolError;   /* proxy.codec.errors.ProtocolError */
 extern PyObject *NoUsageRecorder; /* proxy.ops.usage_table.NO_USAGE_RECORDER */
-extern PyObject *NoAccount;       /* proxy.connection.response_path's default account: records nothing */
-extern PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment; /* proxy.codec.frame's events */
+extern PyObject *NoAccount;       /* proxy.connection.compiled.no_account: records nothing */
+extern PyObject *Pass;            /* proxy.apis.PASS: the plan of a request that needs nothing */
+extern PyObject *NoUsage;         /* proxy.apis.usage.NO_USAGE */
+extern PyObject *Four;            /* 4: a frame's size prefix */
+extern PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary; /* the splitter's events */
 extern PyObject *ActStream, *ActBuffer, *ActDrop;                             /* and actions */
 /* interned attribute and method names */
 extern PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName,
     *AnsweredName, *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName,
-    *StreamingName, *InflightName;
+    *StreamingName, *InflightName, *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName,
+    *LegName, *AbandonName, *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName,
+    *MaxInflightName, *StartFrameName, *TakeRestName;
 
 #define NOT_CONFIGURED_TEXT "proxy.connection._native is used through proxy.connection.compiled"
 #define CONFIGURED                                                                                                 \
@@ -52,10 +58,14 @@ typedef struct {
     char probe_sent, probe_wanted;
 } Queue;
 
-extern PyTypeObject EntryType, QueueType, ResponsesType;
+extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType;
 
 /* Queue.match: the entry a response of this correlation id answers (a new reference), None (a new reference: the
  * response is dropped), or NULL with ProtocolError set. */
 PyObject *queue_match(Queue *self, long long correlation_id);
+/* Queue.add: the entry queued (a new reference), None (acks=0 to a broker known not to answer it), or NULL. */
+PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObject *leg);
+/* Queue.add_local: 0, or -1 with an error set. */
+int queue_add_local(Queue *self, PyObject *header, long long received_ns, PyObject *response);
 
 #endif

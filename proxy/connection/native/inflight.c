@@ -224,16 +224,7 @@ static int as_entry(PyObject *value) {
 
 static Py_ssize_t queue_length(Queue *self) { return self->count; }
 
-/* add(header, received_ns, leg=NO_LEG) */
-static PyObject *add(Queue *self, PyObject *const *args, Py_ssize_t nargs) {
-    CONFIGURED
-    if (nargs < 2 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "add() takes 2 or 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    PyObject *header = args[0], *leg = nargs == 3 ? args[2] : NoLeg;
-    long long received_ns = PyLong_AsLongLong(args[1]);
-    if (received_ns == -1 && PyErr_Occurred()) return NULL;
+PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObject *leg) {
     PyObject *acks = PyObject_GetAttr(header, AcksName);
     if (acks == NULL) return NULL;
     int expects;
@@ -260,6 +251,25 @@ static PyObject *add(Queue *self, PyObject *const *args, Py_ssize_t nargs) {
     return (PyObject *)entry;
 }
 
+/* add(header, received_ns, leg=NO_LEG) */
+static PyObject *add(Queue *self, PyObject *const *args, Py_ssize_t nargs) {
+    CONFIGURED
+    if (nargs < 2 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "add() takes 2 or 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long received_ns = PyLong_AsLongLong(args[1]);
+    if (received_ns == -1 && PyErr_Occurred()) return NULL;
+    return queue_add(self, args[0], received_ns, nargs == 3 ? args[2] : NoLeg);
+}
+
+int queue_add_local(Queue *self, PyObject *header, long long received_ns, PyObject *response) {
+    Entry *entry = entry_new(header, received_ns, 1, NoLeg, response, 0);
+    if (entry == NULL || push(self, entry) < 0) return -1;
+    self->local_answers++;
+    return 0;
+}
+
 /* add_local(header, received_ns, response) */
 static PyObject *add_local(Queue *self, PyObject *const *args, Py_ssize_t nargs) {
     CONFIGURED
@@ -269,9 +279,7 @@ static PyObject *add_local(Queue *self, PyObject *const *args, Py_ssize_t nargs)
     }
     long long received_ns = PyLong_AsLongLong(args[1]);
     if (received_ns == -1 && PyErr_Occurred()) return NULL;
-    Entry *entry = entry_new(args[0], received_ns, 1, NoLeg, args[2], 0);
-    if (entry == NULL || push(self, entry) < 0) return NULL;
-    self->local_answers++;
+    if (queue_add_local(self, args[0], received_ns, args[2]) < 0) return NULL;
     Py_RETURN_NONE;
 }
 

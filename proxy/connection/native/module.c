@@ -3,17 +3,21 @@
 
 #include "connection.h"
 
-PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount;
-PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment;
+PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount, *Pass, *NoUsage, *Four;
+PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary;
 PyObject *ActStream, *ActBuffer, *ActDrop;
 PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName, *AnsweredName,
-    *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName;
+    *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName,
+    *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName, *LegName, *AbandonName,
+    *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
+    *TakeRestName;
 
-/* configure(no_leg, protocol_error, no_usage_recorder, no_account, header, frame, need_data, last_segment, segment,
- * stream, buffer, drop) */
+/* configure(no_leg, protocol_error, no_usage_recorder, no_account, pass_, no_usage, header, frame, need_data,
+ * last_segment, segment, boundary, stream, buffer, drop) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject **slots[] = {&NoLeg,      &ProtocolError, &NoUsageRecorder, &NoAccount, &EvHeader,  &EvFrame,
-                          &EvNeedData, &EvLastSegment, &EvSegment,       &ActStream, &ActBuffer, &ActDrop};
+    PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &NoAccount, &Pass,
+                          &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
+                          &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop};
     Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
     if (nargs != n) {
         PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n, nargs);
@@ -50,15 +54,27 @@ PyMODINIT_FUNC PyInit__native(void) {
         intern(&AnsweredName, "answered") < 0 || intern(&SendReadyLocalName, "send_ready_local") < 0 ||
         intern(&FrameName, "frame") < 0 || intern(&NextEventName, "next_event") < 0 || intern(&ActName, "act") < 0 ||
         intern(&HeaderName, "header") < 0 || intern(&ValueName, "value") < 0 ||
-        intern(&StreamingName, "streaming") < 0 || intern(&InflightName, "inflight") < 0)
+        intern(&StreamingName, "streaming") < 0 || intern(&InflightName, "inflight") < 0 ||
+        intern(&RequestName, "request") < 0 || intern(&UsageName, "usage") < 0 || intern(&ActionName, "action") < 0 ||
+        intern(&LocalResponseName, "local_response") < 0 ||
+        intern(&ExpectsResponseName, "expects_response") < 0 || intern(&LegName, "leg") < 0 ||
+        intern(&AbandonName, "abandon") < 0 || intern(&ThrottleName, "throttle") < 0 ||
+        intern(&ThrottleMethodName, "_throttle") < 0 || intern(&FrameEndedName, "frame_ended") < 0 ||
+        intern(&ProbeName, "probe") < 0 || intern(&UnheardName, "unheard") < 0 ||
+        intern(&MaxInflightName, "max_inflight") < 0 || intern(&StartFrameName, "start_frame") < 0 ||
+        intern(&TakeRestName, "take_rest") < 0)
         return NULL;
-    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0)
+    Four = PyLong_FromLong(4);
+    if (Four == NULL) return NULL;
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0 ||
+        PyType_Ready(&RequestsType) < 0)
         return NULL;
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) return NULL;
     if (PyModule_AddObjectRef(created, "InFlight", (PyObject *)&EntryType) < 0 ||
         PyModule_AddObjectRef(created, "Queue", (PyObject *)&QueueType) < 0 ||
-        PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0) {
+        PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0 ||
+        PyModule_AddObjectRef(created, "Requests", (PyObject *)&RequestsType) < 0) {
         Py_DECREF(created);
         return NULL;
     }

@@ -1,5 +1,5 @@
-"""The connection's C twins (proxy/connection/native/: the in-flight queue, the response path's per-response methods
-and the broker side's event loop) against the pure classes, a whole connection core at a time: two cores, one over
+"""The connection's C twins (proxy/connection/native/: the in-flight queue, the request and response paths'
+per-frame methods and their event loops) against the pure classes, a whole connection core at a time: two cores, one over
 each, get the same client requests (streamed, buffered and answered locally, throttled at the header or on the
 body, decided after a lookup of the proxy's own, with a response leg that rewrites the answer; acks=0 Produce), the
 same broker answers (from a broker that answers acks=0 or stays silent), every stream cut anywhere, and the same
@@ -13,16 +13,18 @@ import struct
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from proxy.apis import PASS, AnswerLocally, ForwardRequest, LookUp, Plan
+from proxy.apis import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
 from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
-from proxy.codec.frame import BUFFER
+from proxy.codec.frame import BUFFER, DROP
 from proxy.codec.header import encode_response_header, frame
-from proxy.connection import compiled, core, flow, inflight, response_path
+from proxy.connection import compiled, core, flow, inflight, request_path, response_path
 from proxy.connection.core import ConnectionCore
+from proxy.connection.presence import GONE, PRESENT
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
@@ -40,13 +42,22 @@ if compiled.NATIVE is None:  # the pure classes in use (KAFKA_QUOTA_PROXY_PURE_P
     class NativeResponses(response_path._Legs, twin.Responses):
         __slots__ = ()
 
+    class NativeRequests(request_path._Decisions, twin.Requests):
+        __slots__ = ()
+
 else:
     NativeQueue, NativeResponses = inflight.InFlightQueue, response_path.ResponsePath
+    NativeRequests = request_path.RequestPath
+
+PURE = (inflight.PureInFlightQueue, response_path.PureResponsePath, request_path.PureRequestPath)
+NATIVE = (NativeQueue, NativeResponses, NativeRequests)
 
 _I32 = struct.Struct(">i")
 
 # (api, version, acks, throttle at the header, on the body): as tests/proxy/connection/test_flow_machine.py's, and
-# "leg" (streamed, its answer rewritten: buffered back)
+# "leg" (streamed, its answer rewritten: buffered back), "usage" (what planning accounted for, recorded), "hold"
+# (buffered, held 300 ms for a token the plan reserved, released if the client goes first), "local-header" (answered
+# at the header, the body dropped)
 REQUEST = st.one_of(
     st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]), st.none() | st.just(300), st.none()),
     st.tuples(
@@ -54,18 +65,21 @@ REQUEST = st.one_of(
         st.just(1),
         st.none(),
         st.none() | st.just(200),
-        st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local", "leg"]),
+        st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local", "leg", "usage", "hold"]),
     ),
+    st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.just("local-header")),
 )
 STEPS = st.lists(
-    st.tuples(st.sampled_from(["client", "client", "broker", "broker", "tick"]), st.integers(1, 400)), max_size=80
+    st.tuples(st.sampled_from(["client", "client", "broker", "broker", "tick", "gone", "vanish"]), st.integers(1, 400)),
+    max_size=80,
 )
 
 
 class Side:
     """One connection core over one set of classes, with a broker that answers what reaches it, in order."""
 
-    def __init__(self, queue_class, responses_class, specs, answers_acks0: bool, usage: bool) -> None:
+    def __init__(self, classes, specs, answers_acks0: bool, usage: bool) -> None:
+        queue_class, responses_class, requests_class = classes
         self.specs, self.answers_acks0 = specs, answers_acks0
         self.requests = b"".join(request_frame(i, spec, 20 + 7 * i) for i, spec in enumerate(specs))
         self.sent = 0  # request bytes the client has sent
@@ -73,11 +87,14 @@ class Side:
         self.broker_read = 0  # bytes of to_broker the broker has parsed
         self.answers = bytearray()  # the broker's answers, not yet read by the proxy
         self.now_ns = 1_000_000_000
-        self.metrics: list[tuple] = []
+        self.gone = False  # the client half-closed (the socket code saw its end and told the core)
+        self.vanished = False  # the client is gone and nothing told the core: the kernel says so when asked
+        self.metrics: list[tuple] = []  # what the API metrics, the planner's abandons and the account were told
         self.usage = UsageTable() if usage else NO_USAGE
         with (
             mock.patch.object(flow, "InFlightQueue", queue_class),
             mock.patch.object(core, "ResponsePath", responses_class),
+            mock.patch.object(core, "RequestPath", requests_class),
         ):
             self.core = ConnectionCore(
                 _SCOPE,
@@ -91,8 +108,10 @@ class Side:
                 api_metrics=self._metrics,
                 planner=self._plan,
                 usage=self.usage,
+                client_state=lambda: GONE if self.vanished else PRESENT,
             )
         assert type(self.core.flow.inflight) is queue_class and type(self.core.responses) is responses_class
+        assert type(self.core.requests) is requests_class
         self.state = self.core.step(self.now_ns)
 
     def _metrics(self, api_key: int):
@@ -120,6 +139,16 @@ class Side:
             return Plan(action=BUFFER, decide=lambda body: LookUp(3, 1, b"", then))
         if on_body == "leg":
             return Plan(leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"rewritten"))
+        if on_body == "usage":
+            return Plan(usage=Usage(new_producer_ids=1 + corr))
+        if on_body == "hold":
+            return Plan(
+                action=BUFFER,
+                decide=lambda body: HoldFor(300, ForwardRequest),
+                abandon=lambda: self.metrics.append(("abandoned", corr)),
+            )
+        if on_body == "local-header":
+            return Plan(action=DROP, local_response=local)
         if throttle_ms is not None:
             return Plan(throttle=Throttle(throttle_ms, throttle_ms))
         return PASS
@@ -144,7 +173,10 @@ class Side:
         kind, n = step
         c = self.core
         try:
-            if kind == "client" and self.state.reading_client:  # as the socket code reads: only when told, so much
+            # (a vanished client's bytes still arrive: it wrote them before it went)
+            if (
+                kind == "client" and self.state.reading_client and not self.gone
+            ):  # as the socket code reads: only when told, so much
                 n = c.read_size(n)
                 data, self.sent = self.requests[self.sent : self.sent + n], min(len(self.requests), self.sent + n)
                 if data:
@@ -157,6 +189,11 @@ class Side:
                     c.broker_bytes(memoryview(data))
             elif kind == "tick":
                 self.now_ns += n * 1_000_000
+            elif kind == "gone" and not self.gone:  # the client half-closes, as the socket code tells the core
+                self.gone = True
+                c.requests.client_gone()
+            elif kind == "vanish":
+                self.vanished = True
             state = self.state = c.step(self.now_ns)
         except ProtocolError as exc:
             return ("protocol error", str(exc))
@@ -178,6 +215,9 @@ def vars_of(row) -> tuple:
 
 
 @settings(max_examples=300, deadline=None)
+@example(  # the client goes while a held request's body is still being read: its plan's reservation released
+    specs=[(3, 1, None, None, "hold")], answers_acks0=False, usage=False, steps=[("client", 20), ("gone", 1)]
+)
 @given(
     specs=st.lists(REQUEST, min_size=1, max_size=10),
     answers_acks0=st.booleans(),
@@ -185,8 +225,7 @@ def vars_of(row) -> tuple:
     steps=STEPS,
 )
 def test_a_core_over_the_twins_does_what_one_over_the_pure_classes_does(specs, answers_acks0, usage, steps):
-    pure = Side(inflight.PureInFlightQueue, response_path.PureResponsePath, specs, answers_acks0, usage)
-    native = Side(NativeQueue, NativeResponses, specs, answers_acks0, usage)
+    pure, native = Side(PURE, specs, answers_acks0, usage), Side(NATIVE, specs, answers_acks0, usage)
     for number, step in enumerate(steps + [("client", 1 << 20)] + [("broker", 1 << 20), ("tick", 1000)] * 4):
         assert native.run(step) == pure.run(step), (number, step)
 
@@ -194,7 +233,7 @@ def test_a_core_over_the_twins_does_what_one_over_the_pure_classes_does(specs, a
 def test_the_pure_side_is_what_the_scenarios_exercise():
     """The scenarios reach what the twins do: streamed, buffered and dropped answers, local ones, the probe."""
     specs = [(0, 7, 0, None, None), (3, 1, None, None, "leg"), (3, 1, None, None, "local"), (3, 1, None, 200, None)]
-    side = Side(inflight.PureInFlightQueue, response_path.PureResponsePath, specs, True, True)
+    side = Side(PURE, specs, True, True)
     for step in [("client", 1 << 20), ("broker", 1 << 20), ("tick", 1000)] * 3:
         side.run(step)
     answered = [m for m in side.metrics if m[0] == "answered"]

@@ -1,0 +1,374 @@
+/* The request path's per-request methods and the client side's event loop: proxy.connection.request_path's
+ * PureRequests in C, doing the same at every step (tests/proxy/connection/test_responses_native.py runs one connection
+ * core on each through the same streams and compares everything either side did). request_path.py makes its
+ * RequestPath a class over Requests (adding what a buffered request's decision, a lookup, a hold and a throttle need:
+ * Python for both); each method below mirrors the pure one of the same name. */
+
+#include "connection.h"
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *flow;
+    Queue *queue; /* the flow's in-flight queue */
+    PyObject *scope, *session, *forward, *api_metrics, *clock, *planner, *usage, *spawn, *account;
+    PyObject *plan;     /* the plan of the request being buffered */
+    PyObject *entry;    /* its in-flight entry, or None */
+    PyObject *abandons; /* a set: what to call if the client goes first */
+    PyObject *dropped;  /* a set: those released, to drop when decided */
+    PyObject *joined;   /* the last two legs joined and their join */
+    char answered_locally, gone;
+} Requests;
+
+static int now_ns(Requests *self, long long *now) {
+    PyObject *value = PyObject_CallNoArgs(self->clock);
+    if (value == NULL) return -1;
+    *now = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *now == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c, Py_ssize_t nargs) {
+    PyObject *args[] = {self, a, b, c};
+    return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int done(PyObject *result) { /* a call made for its effect */
+    if (result == NULL) return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+/* header: a request's header; its plan says whether the frame streams, is buffered or dropped. */
+static PyObject *header_of(Requests *self, PyObject *header) {
+    PyObject *api_key = PyObject_GetAttr(header, ApiKeyName);
+    if (api_key == NULL) return NULL;
+    PyObject *metrics = PyObject_CallOneArg(self->api_metrics, api_key);
+    Py_DECREF(api_key);
+    if (metrics == NULL) return NULL;
+    PyObject *size = PyObject_GetAttr(header, SizeName);
+    PyObject *length = size == NULL ? NULL : PyNumber_Add(size, Four); /* its frame_length */
+    Py_XDECREF(size);
+    if (length == NULL) {
+        Py_DECREF(metrics);
+        return NULL;
+    }
+    PyObject *counted = method(RequestName, metrics, length, NULL, NULL, 2);
+    Py_DECREF(length);
+    Py_DECREF(metrics);
+    if (done(counted) < 0) return NULL;
+    PyObject *raw = PyObject_GetAttr(header, RawName);
+    if (raw == NULL) return NULL;
+    int is_raw = PyObject_IsTrue(raw);
+    Py_DECREF(raw);
+    if (is_raw < 0) return NULL;
+    if (is_raw) return Py_NewRef(ActBuffer); /* a raw SASL token: read whole (it is small), then forwarded */
+    if (self->usage != NoUsageRecorder && done(method(RequestName, self->usage, header, NULL, NULL, 2)) < 0)
+        return NULL;
+    PyObject *args[] = {self->scope, self->session, header};
+    PyObject *plan = PyObject_Vectorcall(self->planner, args, 3, NULL);
+    if (plan == NULL) return NULL;
+    long long now;
+    if (plan == Pass) {
+        Py_DECREF(plan);
+        if (now_ns(self, &now) < 0) return NULL;
+        if (done(queue_add(self->queue, header, now, NoLeg)) < 0) return NULL;
+        return Py_NewRef(ActStream);
+    }
+    PyObject *action = NULL, *value = NULL;
+    if ((value = PyObject_GetAttr(plan, UsageName)) == NULL) goto fail;
+    if (value != NoUsage && done(PyObject_CallFunctionObjArgs(self->account, header, value, NULL)) < 0) goto fail;
+    Py_CLEAR(value);
+    if ((action = PyObject_GetAttr(plan, ActionName)) == NULL) goto fail;
+    if ((value = PyObject_GetAttr(plan, LocalResponseName)) == NULL) goto fail;
+    if (value != Py_None) {
+        PyObject *expects = PyObject_GetAttr(header, ExpectsResponseName);
+        int answer = expects == NULL ? -1 : PyObject_IsTrue(expects);
+        Py_XDECREF(expects);
+        if (answer < 0) goto fail;
+        if (answer) {
+            if (now_ns(self, &now) < 0 || queue_add_local(self->queue, header, now, value) < 0) goto fail;
+            self->answered_locally = 1;
+        }
+        Py_DECREF(value);
+        Py_DECREF(plan);
+        return action;
+    }
+    Py_CLEAR(value);
+    if ((value = PyObject_GetAttr(plan, LegName)) == NULL) goto fail;
+    if (now_ns(self, &now) < 0) goto fail;
+    PyObject *entry = queue_add(self->queue, header, now, value);
+    if (entry == NULL) goto fail;
+    Py_XSETREF(self->entry, entry);
+    Py_CLEAR(value);
+    if ((value = PyObject_GetAttr(plan, AbandonName)) == NULL) goto fail;
+    if (value != Py_None && PySet_Add(self->abandons, value) < 0) goto fail;
+    Py_CLEAR(value);
+    if ((value = PyObject_GetAttr(plan, ThrottleName)) == NULL) goto fail;
+    if (value != Py_None && done(method(ThrottleMethodName, (PyObject *)self, header, self->entry, value, 4)) < 0)
+        goto fail;
+    Py_CLEAR(value);
+    Py_XSETREF(self->plan, plan);
+    return action;
+fail:
+    Py_XDECREF(value);
+    Py_XDECREF(action);
+    Py_DECREF(plan);
+    return NULL;
+}
+
+static PyObject *header_method(Requests *self, PyObject *header) {
+    CONFIGURED
+    return header_of(self, header);
+}
+
+/* ended: the request frame's last byte is read (and forwarded, when streamed). */
+static int ended(Requests *self) {
+    if (done(method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) return -1;
+    if (!self->queue->probe_wanted) return 0;
+    long long now;
+    if (now_ns(self, &now) < 0) return -1;
+    PyObject *ns = PyLong_FromLongLong(now);
+    if (ns == NULL) return -1;
+    PyObject *probe = method(ProbeName, (PyObject *)self->queue, ns, NULL, NULL, 2);
+    Py_DECREF(ns);
+    if (probe == NULL) return -1;
+    PyObject *sent = PyObject_CallOneArg(self->forward, probe);
+    Py_DECREF(probe);
+    return done(sent);
+}
+
+static PyObject *ended_method(Requests *self, PyObject *unused) {
+    CONFIGURED
+    if (ended(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static int forward_value(Requests *self, PyObject *splitter) {
+    PyObject *value = PyObject_GetAttr(splitter, ValueName);
+    if (value == NULL) return -1;
+    PyObject *sent = PyObject_CallOneArg(self->forward, value);
+    Py_DECREF(value);
+    return done(sent);
+}
+
+static int send_local(Requests *self, PyObject *send_local_answers) { /* the answers whose turn has come go */
+    if (!self->answered_locally) return 0;
+    return done(PyObject_CallNoArgs(send_local_answers));
+}
+
+static int long_attr(PyObject *object, PyObject *name, long long *value) {
+    PyObject *found = PyObject_GetAttr(object, name);
+    if (found == NULL) return -1;
+    *value = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int truth(PyObject *result) { /* a call's result as a bool: 1, 0, or -1 (its error) */
+    if (result == NULL) return -1;
+    int value = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return value;
+}
+
+/* pump(splitter, still_there, send_local_answers): the events of the client's bytes the splitter holds, acted on
+ * in the order a request brings them until it needs data (None) or the flow paused at a boundary (the bytes left, or
+ * None if the client was found gone), as the core's _pull_requests. */
+static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
+    CONFIGURED
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "pump() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *splitter = args[0], *still_there = args[1], *send_local_answers = args[2];
+    for (;;) {
+        PyObject *event = method(NextEventName, splitter, NULL, NULL, NULL, 1);
+        if (event == NULL) return NULL;
+        Py_DECREF(event); /* the events are the module's constants, kept alive by it */
+        if (event == EvHeader) {
+            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            if (header == NULL) return NULL;
+            PyObject *action = header_of(self, header);
+            Py_DECREF(header);
+            if (action == NULL) return NULL;
+            PyObject *acted = method(ActName, splitter, action, NULL, NULL, 2);
+            Py_DECREF(action);
+            if (done(acted) < 0 || send_local(self, send_local_answers) < 0) return NULL;
+        } else if (event == EvBoundary) {
+            /* Many requests unheard from the client, or reading stops here with one more read: is it still there?
+             * A gone client's requests not forwarded yet never are. */
+            long long unheard, max_inflight;
+            if (long_attr(self->flow, UnheardName, &unheard) < 0) return NULL;
+            if (long_attr(self->flow, MaxInflightName, &max_inflight) < 0) return NULL;
+            if (unheard >= max_inflight) {
+                int there = truth(PyObject_CallNoArgs(still_there));
+                if (there < 0) return NULL;
+                if (!there) {
+                    if (done(method(TakeRestName, splitter, NULL, NULL, NULL, 1)) < 0) return NULL;
+                    Py_RETURN_NONE;
+                }
+            }
+            int started = truth(method(StartFrameName, self->flow, NULL, NULL, NULL, 1));
+            if (started < 0) return NULL;
+            if (!started) {
+                PyObject *rest = method(TakeRestName, splitter, NULL, NULL, NULL, 1);
+                if (rest == NULL) return NULL;
+                if (long_attr(self->flow, UnheardName, &unheard) < 0) {
+                    Py_DECREF(rest);
+                    return NULL;
+                }
+                if (unheard) {
+                    int there = truth(PyObject_CallNoArgs(still_there));
+                    if (there <= 0) {
+                        Py_DECREF(rest);
+                        if (there < 0) return NULL;
+                        Py_RETURN_NONE;
+                    }
+                }
+                return rest;
+            }
+        } else if (event == EvNeedData) {
+            Py_RETURN_NONE;
+        } else if (event == EvLastSegment) {
+            if (forward_value(self, splitter) < 0 || ended(self) < 0) return NULL;
+        } else if (event == EvFrame) {
+            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            if (header == NULL) return NULL;
+            PyObject *value = PyObject_GetAttr(splitter, ValueName);
+            if (value == NULL) {
+                Py_DECREF(header);
+                return NULL;
+            }
+            PyObject *decided = method(FrameName, (PyObject *)self, header, value, NULL, 3);
+            Py_DECREF(header);
+            Py_DECREF(value);
+            if (done(decided) < 0 || send_local(self, send_local_answers) < 0 || ended(self) < 0) return NULL;
+        } else if (event == EvSegment) {
+            if (forward_value(self, splitter) < 0) return NULL;
+        } else { /* END */
+            if (ended(self) < 0) return NULL;
+        }
+    }
+}
+
+/* Requests(flow, scope, session, forward, api_metrics, clock, planner, usage, spawn, account), as PureRequests. */
+static int requests_init(Requests *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"flow",  "scope",   "session", "forward", "api_metrics",
+                            "clock", "planner", "usage",   "spawn",   "account",     NULL};
+    PyObject *values[10];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO", names, &values[0], &values[1], &values[2],
+                                     &values[3], &values[4], &values[5], &values[6], &values[7], &values[8],
+                                     &values[9]))
+        return -1;
+    PyObject *queue = PyObject_GetAttr(values[0], InflightName);
+    if (queue == NULL) return -1;
+    if (!PyObject_TypeCheck(queue, &QueueType)) {
+        PyErr_Format(PyExc_TypeError, "the flow's in-flight queue is a %.100s, not the twin's", Py_TYPE(queue)->tp_name);
+        Py_DECREF(queue);
+        return -1;
+    }
+    PyObject *abandons = PySet_New(NULL), *dropped = PySet_New(NULL);
+    PyObject *joined = PyTuple_Pack(3, NoLeg, NoLeg, NoLeg);
+    if (abandons == NULL || dropped == NULL || joined == NULL) {
+        Py_XDECREF(abandons);
+        Py_XDECREF(dropped);
+        Py_XDECREF(joined);
+        Py_DECREF(queue);
+        return -1;
+    }
+    PyObject **slots[] = {&self->flow,    &self->scope, &self->session, &self->forward, &self->api_metrics,
+                          &self->clock,   &self->planner, &self->usage, &self->spawn,   &self->account};
+    for (int i = 0; i < 10; i++) {
+        Py_INCREF(values[i]);
+        Py_XSETREF(*slots[i], values[i]);
+    }
+    Py_XSETREF(self->queue, (Queue *)queue);
+    Py_XSETREF(self->abandons, abandons);
+    Py_XSETREF(self->dropped, dropped);
+    Py_XSETREF(self->joined, joined);
+    Py_XSETREF(self->plan, Py_NewRef(Pass));
+    Py_XSETREF(self->entry, Py_NewRef(Py_None));
+    self->answered_locally = self->gone = 0;
+    return 0;
+}
+
+#define EACH_OBJECT(DO)                                                                                            \
+    DO(self->flow);                                                                                                \
+    DO(self->queue);                                                                                               \
+    DO(self->scope);                                                                                               \
+    DO(self->session);                                                                                             \
+    DO(self->forward);                                                                                             \
+    DO(self->api_metrics);                                                                                         \
+    DO(self->clock);                                                                                               \
+    DO(self->planner);                                                                                             \
+    DO(self->usage);                                                                                               \
+    DO(self->spawn);                                                                                               \
+    DO(self->account);                                                                                             \
+    DO(self->plan);                                                                                                \
+    DO(self->entry);                                                                                               \
+    DO(self->abandons);                                                                                            \
+    DO(self->dropped);                                                                                             \
+    DO(self->joined)
+
+static int requests_traverse(Requests *self, visitproc visit, void *arg) {
+#define VISIT(field) Py_VISIT((PyObject *)(field))
+    EACH_OBJECT(VISIT);
+#undef VISIT
+    return 0;
+}
+
+static int requests_clear(Requests *self) {
+    EACH_OBJECT(Py_CLEAR);
+    return 0;
+}
+
+static void requests_dealloc(Requests *self) {
+    PyObject_GC_UnTrack(self);
+    requests_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef requests_methods[] = {
+    {"header", (PyCFunction)header_method, METH_O, "a request's header: STREAM, BUFFER or DROP, as its plan says"},
+    {"ended", (PyCFunction)ended_method, METH_NOARGS, "the request frame's last byte is read"},
+    {"pump", (PyCFunction)(void (*)(void))pump, METH_FASTCALL,
+     "act on the splitter's events until it needs data or the flow pauses at a boundary"},
+    {NULL},
+};
+
+#define MEMBER(name, field, flags, doc) {name, T_OBJECT_EX, offsetof(Requests, field), flags, doc}
+
+static PyMemberDef requests_members[] = {
+    MEMBER("_flow", flow, READONLY, "the connection's flow"),
+    MEMBER("_scope", scope, READONLY, "the listener's scope"),
+    MEMBER("_session", session, READONLY, "the connection's session"),
+    MEMBER("_forward", forward, READONLY, "writes to the broker socket"),
+    MEMBER("_api_metrics", api_metrics, READONLY, "api_key -> its metrics"),
+    MEMBER("_clock", clock, READONLY, "the connection's clock (ns)"),
+    MEMBER("_planner", planner, READONLY, "(scope, session, header) -> Plan"),
+    MEMBER("_usage", usage, READONLY, "the usage log's recorder"),
+    {"_spawn", T_OBJECT, offsetof(Requests, spawn), READONLY, "runs the proxy's own work, or None"},
+    MEMBER("account", account, READONLY, "records what plans, outcomes and legs accounted for"),
+    MEMBER("_plan", plan, 0, "the plan of the request being buffered"),
+    {"_entry", T_OBJECT, offsetof(Requests, entry), 0, "its in-flight entry, or None"},
+    MEMBER("_abandons", abandons, 0, "what to call if the client goes first"),
+    MEMBER("_dropped", dropped, 0, "those released, to drop when decided"),
+    MEMBER("_joined", joined, 0, "the last two legs joined and their join"),
+    {"answered_locally", T_BOOL, offsetof(Requests, answered_locally), 0, "a request was answered by the proxy"},
+    {"_gone", T_BOOL, offsetof(Requests, gone), 0, "the client closed"},
+    {NULL},
+};
+
+PyTypeObject RequestsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.Requests",
+    .tp_doc = "The request path's per-request methods (proxy.connection.request_path.PureRequests' twin).",
+    .tp_basicsize = sizeof(Requests),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)requests_init,
+    .tp_traverse = (traverseproc)requests_traverse,
+    .tp_clear = (inquiry)requests_clear,
+    .tp_dealloc = (destructor)requests_dealloc,
+    .tp_methods = requests_methods,
+    .tp_members = requests_members,
+};
