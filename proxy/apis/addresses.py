@@ -116,7 +116,7 @@ def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Pla
             return None
         return rewrite(body)
 
-    return Plan(leg=ResponseLeg(rewrite=rewrite_moved))
+    return Plan(leg=ResponseLeg(rewrite=rewrite_moved, unless_tagged=tag))
 
 
 def _plan_node_rewrite(

@@ -45,6 +45,10 @@ class ResponseLeg:
     # throttle), as data the response path records; given where to record what is learnt only later (a count the
     # proxy looks up after the response went out)
     accounted: Accounted | None = None
+    # a hint: the rewrite keeps the broker's body unless the response carries this top-level tagged field (KIP-951's
+    # NodeEndpoints, there only when a leader moved); the rewrite checks it itself, and a response path may look for
+    # the tag first and skip the call. Not carried into a combined leg (whose rewrite still checks).
+    unless_tagged: int | None = None
     # derived: a rewrite alone (or nothing): nothing observed, charged, settled, accounted or looked up, so run()
     # without a throttle gives (rewrite(body), None); the response path calls the rewrite itself then
     rewrite_alone: bool = field(init=False, repr=False, compare=False)

@@ -18,6 +18,8 @@ from proxy.apis.response_leg import NO_LEG
 from proxy.apis.usage import NO_USAGE
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BOUNDARY, BUFFER, DROP, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STREAM
+from proxy.codec.header import response_header_length
+from proxy.codec.skim import tagged_fields
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 from quota.primitives.compiled import load_compiled
 
@@ -44,6 +46,8 @@ def configure(module: ModuleType) -> None:
         STREAM,
         BUFFER,
         DROP,
+        response_header_length,
+        tagged_fields,
     )
 
 

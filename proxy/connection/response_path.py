@@ -35,7 +35,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from proxy.apis.response_leg import NO_LEG
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import (
@@ -52,6 +52,7 @@ from proxy.codec.frame import (
 )
 from proxy.codec.header import RequestHeader, ResponseHeader, response_header_length
 from proxy.codec.primitives import Bytes
+from proxy.codec.skim import tagged_fields
 from proxy.codec.throttle import merge_throttle
 from proxy.connection.compiled import NATIVE, no_account
 from proxy.connection.flow import Flow
@@ -65,6 +66,13 @@ if TYPE_CHECKING:
     from proxy.session.sasl import SaslExchange
 
 _INT32 = struct.Struct(">i")
+
+
+def _kept(leg: ResponseLeg, request: RequestHeader, body: memoryview) -> bool:
+    """The leg's rewrite would keep the broker's ``body``: it lacks the tag the rewrite looks for
+    (:attr:`ResponseLeg.unless_tagged`), found without calling it."""
+    tag = leg.unless_tagged
+    return tag is not None and tag not in tagged_fields(request.api_key, "response", request.api_version, body)
 
 
 class PureResponses:
@@ -224,7 +232,7 @@ class _Legs(_Over):
         try:
             if throttle is None and leg.rewrite_alone:  # what run() gives then (cluster mode's node endpoints)
                 rewrite = leg.rewrite
-                body = None if rewrite is None else rewrite(original)
+                body = None if rewrite is None or _kept(leg, request, original) else rewrite(original)
             else:
                 body, throttle = leg.run(
                     original,

@@ -20,6 +20,8 @@ extern PyObject *NoAccount;       /* proxy.connection.compiled.no_account: recor
 extern PyObject *Pass;            /* proxy.apis.PASS: the plan of a request that needs nothing */
 extern PyObject *NoUsage;         /* proxy.apis.usage.NO_USAGE */
 extern PyObject *Four;            /* 4: a frame's size prefix */
+extern PyObject *ResponseHeaderLength, *TaggedFields; /* proxy.codec.header's and proxy.codec.skim's */
+extern PyObject *ResponseText;                        /* "response" */
 extern PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary; /* the splitter's events */
 extern PyObject *ActStream, *ActBuffer, *ActDrop;                             /* and actions */
 /* interned attribute and method names */
@@ -27,7 +29,7 @@ extern PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName,
     *AnsweredName, *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName,
     *StreamingName, *InflightName, *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName,
     *LegName, *AbandonName, *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName,
-    *MaxInflightName, *StartFrameName, *TakeRestName;
+    *MaxInflightName, *StartFrameName, *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName;
 
 #define NOT_CONFIGURED_TEXT "proxy.connection._native is used through proxy.connection.compiled"
 #define CONFIGURED                                                                                                 \

@@ -3,21 +3,23 @@
 
 #include "connection.h"
 
-PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount, *Pass, *NoUsage, *Four;
+PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount, *Pass, *NoUsage, *Four, *ResponseText;
+PyObject *ResponseHeaderLength, *TaggedFields;
 PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary;
 PyObject *ActStream, *ActBuffer, *ActDrop;
 PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName, *AnsweredName,
     *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName,
     *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName, *LegName, *AbandonName,
     *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
-    *TakeRestName;
+    *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName;
 
 /* configure(no_leg, protocol_error, no_usage_recorder, no_account, pass_, no_usage, header, frame, need_data,
- * last_segment, segment, boundary, stream, buffer, drop) */
+ * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &NoAccount, &Pass,
                           &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
-                          &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop};
+                          &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop,
+                          &ResponseHeaderLength, &TaggedFields};
     Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
     if (nargs != n) {
         PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n, nargs);
@@ -62,7 +64,9 @@ PyMODINIT_FUNC PyInit__native(void) {
         intern(&ThrottleMethodName, "_throttle") < 0 || intern(&FrameEndedName, "frame_ended") < 0 ||
         intern(&ProbeName, "probe") < 0 || intern(&UnheardName, "unheard") < 0 ||
         intern(&MaxInflightName, "max_inflight") < 0 || intern(&StartFrameName, "start_frame") < 0 ||
-        intern(&TakeRestName, "take_rest") < 0)
+        intern(&TakeRestName, "take_rest") < 0 || intern(&RewriteAloneName, "rewrite_alone") < 0 ||
+        intern(&UnlessTaggedName, "unless_tagged") < 0 || intern(&ApiVersionName, "api_version") < 0 ||
+        intern(&ResponseText, "response") < 0)
         return NULL;
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;

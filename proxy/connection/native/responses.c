@@ -167,6 +167,59 @@ static PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObje
     return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
+/* A buffered response whose request's leg is a rewrite alone that keeps the broker's body (it lacks the tag the
+ * rewrite looks for: ResponseLeg.unless_tagged) and no throttle: written as it is, as the pure frame() does for it,
+ * without calling it. 1 if written, 0 if frame() is to run, -1 on an error (frame()'s own for these bytes). */
+static int kept_whole(Responses *self, PyObject *frame) {
+    Entry *entry = self->current;
+    if (entry == NULL || entry->throttle != Py_None || entry->leg == NoLeg) return 0;
+    PyObject *alone = PyObject_GetAttr(entry->leg, RewriteAloneName);
+    if (alone == NULL) return -1;
+    int rewrite_alone = PyObject_IsTrue(alone);
+    Py_DECREF(alone);
+    if (rewrite_alone <= 0) return rewrite_alone;
+    PyObject *tag = PyObject_GetAttr(entry->leg, UnlessTaggedName);
+    if (tag == NULL) return -1;
+    if (tag == Py_None) {
+        Py_DECREF(tag);
+        return 0;
+    }
+    PyObject *request = entry->header, *api_key = NULL, *version = NULL, *length = NULL, *body = NULL;
+    PyObject *view = NULL, *tags = NULL;
+    int result = -1;
+    if ((api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto done;
+    if ((version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto done;
+    PyObject *length_args[] = {api_key, version, frame};
+    if ((length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto done;
+    Py_ssize_t header_length = PyLong_AsSsize_t(length);
+    if (header_length == -1 && PyErr_Occurred()) goto done;
+    if ((view = PyMemoryView_FromObject(frame)) == NULL) goto done;
+    if ((body = PySequence_GetSlice(view, header_length, PY_SSIZE_T_MAX)) == NULL) goto done;
+    PyObject *tag_args[] = {api_key, ResponseText, version, body};
+    if ((tags = PyObject_Vectorcall(TaggedFields, tag_args, 4, NULL)) == NULL) goto done;
+    int moved = PySequence_Contains(tags, tag);
+    if (moved != 0) {
+        result = moved < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t size = PyObject_Length(frame);
+    if (size < 0) goto done;
+    self->sent = size;
+    PyObject *written = PyObject_CallOneArg(self->write, frame);
+    if (written == NULL) goto done;
+    Py_DECREF(written);
+    result = 1;
+done:
+    Py_DECREF(tag);
+    Py_XDECREF(api_key);
+    Py_XDECREF(version);
+    Py_XDECREF(length);
+    Py_XDECREF(tags);
+    Py_XDECREF(body); /* the views are ours alone: freed, and the frame's export released, here */
+    Py_XDECREF(view);
+    return result;
+}
+
 static int write_value(Responses *self, PyObject *splitter) {
     PyObject *value = PyObject_GetAttr(splitter, ValueName);
     if (value == NULL) return -1;
@@ -203,7 +256,13 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
                 Py_DECREF(header);
                 return NULL;
             }
-            PyObject *done = call_method(FrameName, (PyObject *)self, header, value, 3);
+            int kept = kept_whole(self, value);
+            if (kept < 0) {
+                Py_DECREF(header);
+                Py_DECREF(value);
+                return NULL;
+            }
+            PyObject *done = kept ? Py_NewRef(Py_None) : call_method(FrameName, (PyObject *)self, header, value, 3);
             Py_DECREF(header);
             Py_DECREF(value);
             if (done == NULL) return NULL;

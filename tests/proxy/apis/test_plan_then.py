@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from proxy.apis.plan import PASS, AnswerLocally, ForwardRequest, HoldFor, LookUp, Plan
-from proxy.apis.response_leg import ResponseLeg
+from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import Usage
 from proxy.codec.apis import PRODUCE
 from proxy.codec.frame import BUFFER, DROP
@@ -130,5 +130,10 @@ def test_a_plan_of_a_leg_alone_then_another_is_the_other_with_both_legs():
         "lookup",
         "accounted",
         "rewrite_alone",  # derived from the others at construction, never given (below)
+        "unless_tagged",  # a hint of one rewrite alone (below): a combined leg drops it, its rewrite checks itself
     }, "a field added to ResponseLeg must be combined by ResponseLeg.then, its short way too (and this test extended)"
     assert [f.name for f in dataclasses.fields(ResponseLeg) if not f.init] == ["rewrite_alone"]
+    hinted = ResponseLeg(rewrite=lambda body: bytes(body) + b"+moved", unless_tagged=0)
+    assert hinted.then(NO_LEG) is hinted and NO_LEG.then(hinted) is hinted
+    combined = Plan(leg=hinted).then(later, HEADER).leg
+    assert combined.unless_tagged is None and combined.rewrite(memoryview(b"broker")) == b"broker+moved+later"

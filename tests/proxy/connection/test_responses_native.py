@@ -21,7 +21,9 @@ from proxy.apis.response_leg import ResponseLeg
 from proxy.apis.usage import Usage
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER, DROP
-from proxy.codec.header import encode_response_header, frame
+from proxy.codec.header import encode_request_header, encode_response_header, frame
+from proxy.codec.messages import encode_response, new_response
+from proxy.codec.skim import tag_of, tagged_fields
 from proxy.connection import compiled, core, flow, inflight, request_path, response_path
 from proxy.connection.core import ConnectionCore
 from proxy.connection.presence import GONE, PRESENT
@@ -53,11 +55,28 @@ PURE = (inflight.PureInFlightQueue, response_path.PureResponsePath, request_path
 NATIVE = (NativeQueue, NativeResponses, NativeRequests)
 
 _I32 = struct.Struct(">i")
+NODE_ENDPOINTS = tag_of(0, "response", 10, "node_endpoints")
+
+
+def request(corr: int, spec) -> bytes:
+    """The request frame the client sends for ``spec``: Produce v10 laid out as a flexible version is (a null
+    transactional id, acks, the timeout, no topics), the others as tests/proxy/connection/test_flow_machine.py
+    lays them out."""
+    if spec[1] != 10:
+        return request_frame(corr, spec, 20 + 7 * corr)
+    body = b"\x00" + struct.pack(">hi", spec[2], 30000) + b"\x01\x00"
+    return frame(encode_request_header(0, 10, corr, "c") + body)
+
+
+def throttle(ms):
+    return None if ms is None else Throttle(ms, ms)
+
 
 # (api, version, acks, throttle at the header, on the body): as tests/proxy/connection/test_flow_machine.py's, and
 # "leg" (streamed, its answer rewritten: buffered back), "usage" (what planning accounted for, recorded), "hold"
 # (buffered, held 300 ms for a token the plan reserved, released if the client goes first), "local-header" (answered
-# at the header, the body dropped)
+# at the header, the body dropped), "moved" (Produce v10 with cluster mode's node-endpoint leg: a rewrite alone, kept
+# unless the answer carries NodeEndpoints, which the broker adds to every other answer)
 REQUEST = st.one_of(
     st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]), st.none() | st.just(300), st.none()),
     st.tuples(
@@ -68,6 +87,7 @@ REQUEST = st.one_of(
         st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local", "leg", "usage", "hold"]),
     ),
     st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.just("local-header")),
+    st.tuples(st.just(0), st.just(10), st.just(1), st.none() | st.just(300), st.just("moved")),
 )
 STEPS = st.lists(
     st.tuples(st.sampled_from(["client", "client", "broker", "broker", "tick", "gone", "vanish"]), st.integers(1, 400)),
@@ -81,12 +101,13 @@ class Side:
     def __init__(self, classes, specs, answers_acks0: bool, usage: bool) -> None:
         queue_class, responses_class, requests_class = classes
         self.specs, self.answers_acks0 = specs, answers_acks0
-        self.requests = b"".join(request_frame(i, spec, 20 + 7 * i) for i, spec in enumerate(specs))
+        self.requests = b"".join(request(i, spec) for i, spec in enumerate(specs))
         self.sent = 0  # request bytes the client has sent
         self.to_client, self.to_broker = bytearray(), bytearray()
         self.broker_read = 0  # bytes of to_broker the broker has parsed
         self.answers = bytearray()  # the broker's answers, not yet read by the proxy
         self.now_ns = 1_000_000_000
+        self.closed: tuple | None = None  # the error the connection closed for
         self.gone = False  # the client half-closed (the socket code saw its end and told the core)
         self.vanished = False  # the client is gone and nothing told the core: the kernel says so when asked
         self.metrics: list[tuple] = []  # what the API metrics, the planner's abandons and the account were told
@@ -147,6 +168,12 @@ class Side:
                 decide=lambda body: HoldFor(300, ForwardRequest),
                 abandon=lambda: self.metrics.append(("abandoned", corr)),
             )
+        if on_body == "moved":
+
+            def moved(body):
+                return bytes(body) + b"moved" if NODE_ENDPOINTS in tagged_fields(0, "response", 10, body) else None
+
+            return Plan(leg=ResponseLeg(rewrite=moved, unless_tagged=NODE_ENDPOINTS), throttle=throttle(throttle_ms))
         if on_body == "local-header":
             return Plan(action=DROP, local_response=local)
         if throttle_ms is not None:
@@ -166,12 +193,18 @@ class Side:
                 self.answers += frame(encode_response_header(api, version, corr) + b"\x00\x00")
             elif api == 0 and self.specs[corr][2] == 0 and not self.answers_acks0:
                 continue
+            elif api == 0 and version == 10:  # NodeEndpoints in every other answer (a leader moved)
+                nodes = [{"node_id": 1, "host": "h", "port": 9, "rack": None}] if corr % 2 else []
+                body = encode_response(0, 10, new_response(0, 10, node_endpoints=nodes))
+                self.answers += frame(encode_response_header(0, 10, corr) + body)
             else:
                 self.answers += response_frame(api, version, corr, 5 + corr)
 
     def run(self, step: tuple[str, int]) -> object:
         kind, n = step
         c = self.core
+        if self.closed is not None:  # the socket code closed the connection at its error: nothing more happens
+            return self.closed
         try:
             # (a vanished client's bytes still arrive: it wrote them before it went)
             if (
@@ -196,7 +229,8 @@ class Side:
                 self.vanished = True
             state = self.state = c.step(self.now_ns)
         except ProtocolError as exc:
-            return ("protocol error", str(exc))
+            self.closed = ("protocol error", str(exc))
+            return self.closed
         receiving = c.responses.receiving
         return (
             state,
