@@ -20,6 +20,7 @@ from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BOUNDARY, BUFFER, DROP, FRAME, HEADER, LAST_SEGMENT, NEED_DATA, SEGMENT, STREAM
 from proxy.codec.header import response_header_length
 from proxy.codec.skim import tagged_fields
+from proxy.ops.metrics import LATENCY_BUCKETS, ApiMetrics
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 from quota.primitives.compiled import load_compiled
 
@@ -48,6 +49,8 @@ def configure(module: ModuleType) -> None:
         DROP,
         response_header_length,
         tagged_fields,
+        ApiMetrics,
+        LATENCY_BUCKETS,
     )
 
 

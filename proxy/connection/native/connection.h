@@ -70,4 +70,9 @@ PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObje
 /* Queue.add_local: 0, or -1 with an error set. */
 int queue_add_local(Queue *self, PyObject *header, long long received_ns, PyObject *response);
 
+/* counts.c: proxy.ops.metrics.ApiMetrics' request(nbytes) and answered(nbytes, seconds); 0, or -1 with an error */
+int counts_configure(PyObject *api_metrics_class, PyObject *buckets);
+int count_request(PyObject *metrics, PyObject *nbytes);
+int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds);
+
 #endif

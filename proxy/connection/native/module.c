@@ -14,17 +14,19 @@ PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *Looku
     *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName;
 
 /* configure(no_leg, protocol_error, no_usage_recorder, no_account, pass_, no_usage, header, frame, need_data,
- * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields) */
+ * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields, api_metrics_class,
+ * latency_buckets) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &NoAccount, &Pass,
                           &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
                           &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop,
                           &ResponseHeaderLength, &TaggedFields};
     Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
-    if (nargs != n) {
-        PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n, nargs);
+    if (nargs != n + 2) {
+        PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n + 2, nargs);
         return NULL;
     }
+    if (counts_configure(args[n], args[n + 1]) < 0) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_INCREF(args[i]);
         Py_XSETREF(*slots[i], args[i]);

@@ -52,10 +52,10 @@ static PyObject *header_of(Requests *self, PyObject *header) {
         Py_DECREF(metrics);
         return NULL;
     }
-    PyObject *counted = method(RequestName, metrics, length, NULL, NULL, 2);
+    int counted = count_request(metrics, length);
     Py_DECREF(length);
     Py_DECREF(metrics);
-    if (done(counted) < 0) return NULL;
+    if (counted < 0) return NULL;
     PyObject *raw = PyObject_GetAttr(header, RawName);
     if (raw == NULL) return NULL;
     int is_raw = PyObject_IsTrue(raw);

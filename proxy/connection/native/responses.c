@@ -63,14 +63,11 @@ static int answered(Responses *self, Entry *entry, Py_ssize_t nbytes) {
         Py_DECREF(metrics);
         goto fail;
     }
-    PyObject *args[] = {metrics, size, seconds};
-    PyObject *done = PyObject_VectorcallMethod(AnsweredName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int failed = count_answered(metrics, size, seconds);
     Py_DECREF(seconds);
     Py_DECREF(metrics);
     Py_DECREF(size);
-    if (done == NULL) return -1;
-    Py_DECREF(done);
-    return 0;
+    return failed;
 fail:
     Py_DECREF(size);
     return -1;

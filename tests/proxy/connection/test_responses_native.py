@@ -4,7 +4,8 @@ each, get the same client requests (streamed, buffered and answered locally, thr
 body, decided after a lookup of the proxy's own, with a response leg that rewrites the answer; acks=0 Produce), the
 same broker answers (from a broker that answers acks=0 or stays silent), every stream cut anywhere, and the same
 clock; after every step both wrote the same bytes to each side, counted the same responses with the same latencies
-in the API metrics and the usage log, said the same state and raised the same error. Skipped where the extension is
+in the API metrics (a log of the calls, or the proxy's own ApiMetrics, which the twin adds to itself) and the usage
+log, said the same state and raised the same error. Skipped where the extension is
 not built."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from proxy.codec.skim import tag_of, tagged_fields
 from proxy.connection import compiled, core, flow, inflight, request_path, response_path
 from proxy.connection.core import ConnectionCore
 from proxy.connection.presence import GONE, PRESENT
+from proxy.ops.metrics import ApiMetrics
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
@@ -98,7 +100,7 @@ STEPS = st.lists(
 class Side:
     """One connection core over one set of classes, with a broker that answers what reaches it, in order."""
 
-    def __init__(self, classes, specs, answers_acks0: bool, usage: bool) -> None:
+    def __init__(self, classes, specs, answers_acks0: bool, usage: bool, counts: bool = False) -> None:
         queue_class, responses_class, requests_class = classes
         self.specs, self.answers_acks0 = specs, answers_acks0
         self.requests = b"".join(request(i, spec) for i, spec in enumerate(specs))
@@ -111,6 +113,8 @@ class Side:
         self.gone = False  # the client half-closed (the socket code saw its end and told the core)
         self.vanished = False  # the client is gone and nothing told the core: the kernel says so when asked
         self.metrics: list[tuple] = []  # what the API metrics, the planner's abandons and the account were told
+        # counts: the proxy's own ApiMetrics (which the twin adds to itself), one per API; else a log of the calls
+        self.counts: dict[int, ApiMetrics] | None = {} if counts else None
         self.usage = UsageTable() if usage else NO_USAGE
         with (
             mock.patch.object(flow, "InFlightQueue", queue_class),
@@ -136,6 +140,8 @@ class Side:
         self.state = self.core.step(self.now_ns)
 
     def _metrics(self, api_key: int):
+        if self.counts is not None:
+            return self.counts.setdefault(api_key, ApiMetrics())
         side = self
 
         class Counted:
@@ -240,8 +246,18 @@ class Side:
             bytes(self.to_client),
             bytes(self.to_broker),
             list(self.metrics),
+            counted(self.counts),
             sorted((key, vars_of(row)) for key, row in self.usage.take(self.now_ns).items()),
         )
+
+
+def counted(counts: dict[int, ApiMetrics] | None) -> object:
+    if counts is None:
+        return None
+    return sorted(
+        (key, m.requests, m.request_bytes, m.response_bytes, m.latency_sum, list(m.latency_counts))
+        for key, m in counts.items()
+    )
 
 
 def vars_of(row) -> tuple:
@@ -250,16 +266,22 @@ def vars_of(row) -> tuple:
 
 @settings(max_examples=300, deadline=None)
 @example(  # the client goes while a held request's body is still being read: its plan's reservation released
-    specs=[(3, 1, None, None, "hold")], answers_acks0=False, usage=False, steps=[("client", 20), ("gone", 1)]
+    specs=[(3, 1, None, None, "hold")],
+    answers_acks0=False,
+    usage=False,
+    steps=[("client", 20), ("gone", 1)],
+    counts=False,
 )
 @given(
     specs=st.lists(REQUEST, min_size=1, max_size=10),
     answers_acks0=st.booleans(),
     usage=st.booleans(),
     steps=STEPS,
+    counts=st.booleans(),
 )
-def test_a_core_over_the_twins_does_what_one_over_the_pure_classes_does(specs, answers_acks0, usage, steps):
-    pure, native = Side(PURE, specs, answers_acks0, usage), Side(NATIVE, specs, answers_acks0, usage)
+def test_a_core_over_the_twins_does_what_one_over_the_pure_classes_does(specs, answers_acks0, usage, steps, counts):
+    pure = Side(PURE, specs, answers_acks0, usage, counts)
+    native = Side(NATIVE, specs, answers_acks0, usage, counts)
     for number, step in enumerate(steps + [("client", 1 << 20)] + [("broker", 1 << 20), ("tick", 1000)] * 4):
         assert native.run(step) == pure.run(step), (number, step)
 

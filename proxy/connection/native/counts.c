@@ -1,0 +1,94 @@
+/* The per-API counts a request and a response add to: proxy.ops.metrics.ApiMetrics.request and .answered done here,
+ * on the object's own attributes, when the metrics are that class (the proxy's); any other object (a test's) has its
+ * methods called. tests/proxy/connection/test_responses_native.py holds the two to the same counts
+ * (the proxy's ApiMetrics on both sides). */
+
+#include "connection.h"
+
+PyObject *ApiMetricsClass;          /* proxy.ops.metrics.ApiMetrics (configure) */
+static double *Buckets;             /* proxy.ops.metrics.LATENCY_BUCKETS' bounds, ascending */
+static Py_ssize_t BucketCount;
+static PyObject *RequestsName, *RequestBytesName, *ResponseBytesName, *LatencySumName, *LatencyCountsName, *One;
+
+int counts_configure(PyObject *api_metrics_class, PyObject *buckets) {
+    PyObject *bounds = PySequence_Tuple(buckets);
+    if (bounds == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(bounds);
+    double *values = PyMem_New(double, n ? n : 1);
+    if (values == NULL) {
+        Py_DECREF(bounds);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        values[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, i));
+        if (values[i] == -1.0 && PyErr_Occurred()) {
+            PyMem_Free(values);
+            Py_DECREF(bounds);
+            return -1;
+        }
+    }
+    Py_DECREF(bounds);
+    if (RequestsName == NULL) {
+        if ((RequestsName = PyUnicode_InternFromString("requests")) == NULL ||
+            (RequestBytesName = PyUnicode_InternFromString("request_bytes")) == NULL ||
+            (ResponseBytesName = PyUnicode_InternFromString("response_bytes")) == NULL ||
+            (LatencySumName = PyUnicode_InternFromString("latency_sum")) == NULL ||
+            (LatencyCountsName = PyUnicode_InternFromString("latency_counts")) == NULL ||
+            (One = PyLong_FromLong(1)) == NULL) {
+            PyMem_Free(values);
+            return -1;
+        }
+    }
+    PyMem_Free(Buckets);
+    Buckets = values;
+    BucketCount = n;
+    Py_INCREF(api_metrics_class);
+    Py_XSETREF(ApiMetricsClass, api_metrics_class);
+    return 0;
+}
+
+static int add_to(PyObject *object, PyObject *name, PyObject *more) { /* object.name += more */
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL) return -1;
+    PyObject *sum = PyNumber_Add(value, more);
+    Py_DECREF(value);
+    if (sum == NULL) return -1;
+    int failed = PyObject_SetAttr(object, name, sum);
+    Py_DECREF(sum);
+    return failed;
+}
+
+static int called(PyObject *result) {
+    if (result == NULL) return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+int count_request(PyObject *metrics, PyObject *nbytes) {
+    if (Py_TYPE(metrics) != (PyTypeObject *)ApiMetricsClass)
+        return called(PyObject_CallMethodOneArg(metrics, RequestName, nbytes));
+    if (add_to(metrics, RequestsName, One) < 0) return -1;
+    return add_to(metrics, RequestBytesName, nbytes);
+}
+
+int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds) {
+    if (Py_TYPE(metrics) != (PyTypeObject *)ApiMetricsClass) {
+        PyObject *args[] = {metrics, nbytes, seconds};
+        return called(PyObject_VectorcallMethod(AnsweredName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
+    }
+    if (add_to(metrics, ResponseBytesName, nbytes) < 0 || add_to(metrics, LatencySumName, seconds) < 0) return -1;
+    double value = PyFloat_AsDouble(seconds);
+    if (value == -1.0 && PyErr_Occurred()) return -1;
+    Py_ssize_t bucket = 0; /* bisect_left: the first bound at least value (+Inf last) */
+    while (bucket < BucketCount && Buckets[bucket] < value) bucket++;
+    PyObject *counts = PyObject_GetAttr(metrics, LatencyCountsName);
+    if (counts == NULL) return -1;
+    PyObject *count = PySequence_GetItem(counts, bucket);
+    PyObject *more = count == NULL ? NULL : PyNumber_Add(count, One);
+    Py_XDECREF(count);
+    int failed = more == NULL ? -1 : PySequence_SetItem(counts, bucket, more);
+    Py_XDECREF(more);
+    Py_DECREF(counts);
+    return failed;
+}
