@@ -25,17 +25,12 @@ from proxy.ops.usage_table import NO_USAGE_RECORDER
 from quota.primitives.compiled import load_compiled
 
 
-def no_account(header: object, usage: object) -> None:
-    """A response path's account when none is given: records nothing."""
-
-
 def configure(module: ModuleType) -> None:
     """Hand the extension the objects it compares with and raises (once per process; tests call it again)."""
     module.configure(
         NO_LEG,
         ProtocolError,
         NO_USAGE_RECORDER,
-        no_account,
         PASS,
         NO_USAGE,
         HEADER,

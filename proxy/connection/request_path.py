@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan, plan_request
+from proxy.apis import PASS, AnswerLocally, Await, ConnectionScope, HoldFor, LookUp, Outcome, Plan
 from proxy.apis.plan import Decide
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.apis.usage import NO_USAGE, Usage
@@ -227,32 +227,6 @@ class _Decisions(_Over):
     its body (forwarded, answered, looked up, awaited, held), a throttle, a client gone."""
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        flow: Flow,
-        scope: ConnectionScope,
-        session: Session,
-        forward: Callable[[Bytes], None],
-        api_metrics: Callable[[int], ApiMetrics],
-        clock: Callable[[], int],
-        planner: Planner = plan_request,
-        usage: UsageRecorder = NO_USAGE_RECORDER,
-        spawn: Spawn | None = None,
-        account: Accounting | None = None,
-    ) -> None:
-        super().__init__(
-            flow,
-            scope,
-            session,
-            forward,
-            api_metrics,
-            clock,
-            planner,
-            usage,
-            spawn,
-            Accounting(usage, scope, session) if account is None else account,
-        )
 
     def frame(self, header: RequestHeader, frame: bytearray) -> None:
         """A buffered request is complete: its plan decides the outcome."""

@@ -54,7 +54,7 @@ from proxy.codec.header import RequestHeader, ResponseHeader, response_header_le
 from proxy.codec.primitives import Bytes
 from proxy.codec.skim import tagged_fields
 from proxy.codec.throttle import merge_throttle
-from proxy.connection.compiled import NATIVE, no_account
+from proxy.connection.compiled import NATIVE
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.ops.usage_table import NO_USAGE_RECORDER, UsageRecorder
@@ -102,7 +102,7 @@ class PureResponses:
         api_metrics: Callable[[int], ApiMetrics],
         usage: UsageRecorder,
         session: Session,
-        account: Callable[[RequestHeader, Usage], None] = no_account,
+        account: Callable[[RequestHeader, Usage], None],
     ) -> None:
         self._flow = flow
         self._queue = flow.inflight  # the flow's in-flight queue, which the responses are matched against

@@ -16,7 +16,6 @@
 extern PyObject *NoLeg;           /* proxy.apis.response_leg.NO_LEG */
 extern PyObject *ProtocolError;   /* proxy.codec.errors.ProtocolError */
 extern PyObject *NoUsageRecorder; /* proxy.ops.usage_table.NO_USAGE_RECORDER */
-extern PyObject *NoAccount;       /* proxy.connection.compiled.no_account: records nothing */
 extern PyObject *Pass;            /* proxy.apis.PASS: the plan of a request that needs nothing */
 extern PyObject *NoUsage;         /* proxy.apis.usage.NO_USAGE */
 extern PyObject *Four;            /* 4: a frame's size prefix */

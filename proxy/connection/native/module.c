@@ -3,7 +3,7 @@
 
 #include "connection.h"
 
-PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *NoAccount, *Pass, *NoUsage, *Four, *ResponseText;
+PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *Pass, *NoUsage, *Four, *ResponseText;
 PyObject *ResponseHeaderLength, *TaggedFields;
 PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary;
 PyObject *ActStream, *ActBuffer, *ActDrop;
@@ -13,11 +13,11 @@ PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *Looku
     *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
     *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName;
 
-/* configure(no_leg, protocol_error, no_usage_recorder, no_account, pass_, no_usage, header, frame, need_data,
+/* configure(no_leg, protocol_error, no_usage_recorder, pass_, no_usage, header, frame, need_data,
  * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields, api_metrics_class,
  * latency_buckets) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &NoAccount, &Pass,
+    PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &Pass,
                           &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
                           &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop,
                           &ResponseHeaderLength, &TaggedFields};

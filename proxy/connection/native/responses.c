@@ -277,11 +277,11 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
     }
 }
 
-/* Responses(flow, write, clock, api_metrics, usage, session, account=<records nothing>), as PureResponses. */
+/* Responses(flow, write, clock, api_metrics, usage, session, account), as PureResponses. */
 static int responses_init(Responses *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"flow", "write", "clock", "api_metrics", "usage", "session", "account", NULL};
-    PyObject *flow, *write, *clock, *api_metrics, *usage, *session, *account = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|O", names, &flow, &write, &clock, &api_metrics, &usage,
+    PyObject *flow, *write, *clock, *api_metrics, *usage, *session, *account;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO", names, &flow, &write, &clock, &api_metrics, &usage,
                                      &session, &account))
         return -1;
     PyObject *queue = PyObject_GetAttr(flow, InflightName);
@@ -291,7 +291,6 @@ static int responses_init(Responses *self, PyObject *args, PyObject *kwargs) {
         Py_DECREF(queue);
         return -1;
     }
-    if (account == NULL) account = NoAccount;
     PyObject **slots[] = {&self->flow,  (PyObject **)&self->queue, &self->write,   &self->clock,
                           &self->api_metrics, &self->usage,           &self->session, &self->account};
     PyObject *values[] = {flow, queue, write, clock, api_metrics, usage, session, account};
