@@ -7,12 +7,12 @@ connection has drained. :mod:`proxy.connection.client_socket` is the shell that 
 tests drive this class directly on bytes with a fake clock.
 
 The core pulls (h11's ``next_event()``): it hands each side's bytes to that side's
-:class:`~proxy.codec.frame.FrameSplitter` and takes the events out one by one, acting on each before the next.
-At a request frame boundary it asks the :class:`~proxy.connection.flow.Flow` whether the frame may start; if not,
-the rest of the read is held back in the flow and replayed by :meth:`ConnectionCore.step`. A header goes to the
-side's path (:class:`~proxy.connection.request_path.RequestPath`,
-:class:`~proxy.connection.response_path.ResponsePath`), whose answer (stream, buffer, drop) the core gives the
-splitter; a streamed segment the core writes on itself; a buffered frame and a frame's end go to the path. The
+:class:`~proxy.codec.frame.FrameSplitter`, and that side's path (:class:`~proxy.connection.request_path.RequestPath`,
+:class:`~proxy.connection.response_path.ResponsePath`) takes the events out one by one (its ``pump``), acting on
+each before the next. At a request frame boundary the request path asks the :class:`~proxy.connection.flow.Flow`
+whether the frame may start; if not, the rest of the read is held back in the flow and replayed by
+:meth:`ConnectionCore.step`. A header's plan or match says what the splitter does with the frame (stream, buffer,
+drop); a streamed segment is written on as it comes; a buffered frame and a frame's end go to the path's methods. The
 splitter never calls anything, so nothing is planned, recorded or written from inside the parser.
 """
 

@@ -17,8 +17,8 @@ counts against the connection's in-flight bound, so its memory is bounded either
 
 :data:`InFlightQueue` and :data:`InFlight`, what connections use, are :class:`PureInFlightQueue` and
 :class:`PureInFlight` or their C twin (proxy/connection/native/inflight.c, :mod:`proxy.connection.compiled`), chosen
-once at import. The twin holds the queue's hot
-methods; the proxy's own requests (the probe, the lookups: :class:`_OwnRequests`) are Python for both.
+once at import. The twin holds the queue's per-request methods; the proxy's own requests (the probe, the lookups:
+:class:`_OwnRequests`) are Python for both.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class PureInFlight:
 
 class _OwnRequests:
     """The proxy's own requests in the queue (the acks=0 probe, a lookup), for both queues: rare, so Python in both.
-    A queue gives them ``_entry`` (its entry class), ``_append``, ``_last``, ``_pop_last`` and its iteration."""
+    A queue gives them ``_entry`` (its entry class), ``_append``, ``_last``, ``_pop_last``, ``_probe_went`` and its
+    iteration."""
 
     __slots__ = ()
 

@@ -1,11 +1,13 @@
 """The request path of one connection: client requests in, the broker's requests out. No I/O.
 
-The connection core (:mod:`proxy.connection.core`) pulls the client's bytes through a frame splitter; it asks the
-:class:`~proxy.connection.flow.Flow` before each request frame's first byte, so a quota pause takes effect only at
-a frame boundary, and calls this path's plain methods: :meth:`RequestPath.header` at each header, where the API's
-handler plans (:mod:`proxy.apis`): stream the request to the broker as it arrives (the core writes its segments),
-answer it locally, or buffer it and decide on the whole body (:meth:`RequestPath.frame`); then
-:meth:`RequestPath.ended`. Every request that will be answered is queued in flight at its header with its response
+The connection core (:mod:`proxy.connection.core`) hands the client's bytes to a frame splitter and this path pulls
+its events (:meth:`PureRequests.pump`): it asks the :class:`~proxy.connection.flow.Flow` before each request frame's
+first byte, so a quota pause takes effect only at a frame boundary, and acts with its plain methods:
+:meth:`PureRequests.header` at each header, where the API's handler plans (:mod:`proxy.apis`): stream the request to
+the broker as it arrives (writing its segments), answer it locally, or buffer it and decide on the whole body
+(``frame``); then :meth:`PureRequests.ended`. What every request goes through is a C twin's where the extension is
+built (proxy/connection/native/requests.c, :mod:`proxy.connection.compiled`); :class:`RequestPath` adds what a
+buffered request's decision, a lookup, a hold and a throttle need, in Python for both. Every request that will be answered is queued in flight at its header with its response
 leg (:class:`~proxy.apis.response_leg.ResponseLeg`, the plan's; a forwarded outcome's adds to it), so a
 local answer decided later keeps its place in the response order. This path writes only to the broker: a request
 it answers itself is queued with its answer and flagged (:attr:`RequestPath.answered_locally`), and the core sends

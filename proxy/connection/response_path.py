@@ -1,10 +1,10 @@
 """The response path of one connection: the broker's responses, in request order, to the client. No I/O.
 
-The connection core (:mod:`proxy.connection.core`) pulls the broker's bytes through a frame splitter and calls
-this path's plain methods: :meth:`ResponsePath.header` at each response's header (matched to its request by
-correlation id, :mod:`proxy.connection.inflight`; the answer says whether to stream, buffer or drop it),
-:meth:`ResponsePath.frame` with a buffered response, :meth:`ResponsePath.ended` at its end. The core writes a
-streamed response's segments to the client itself.
+The connection core (:mod:`proxy.connection.core`) hands the broker's bytes to a frame splitter and this path pulls
+its events (:meth:`PureResponses.pump`), acting on each with its plain methods: :meth:`PureResponses.header` at each
+response's header (matched to its request by correlation id, :mod:`proxy.connection.inflight`; the answer says
+whether to stream, buffer or drop it), writing a streamed response's segments to the client, ``frame`` with a
+buffered response, :meth:`PureResponses.ended` at its end.
 
 Most responses stream through untouched. One whose request has a response leg
 (:class:`~proxy.apis.response_leg.ResponseLeg`) or a throttle is buffered whole (bounded by
