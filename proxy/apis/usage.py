@@ -1,5 +1,5 @@
 """What a request's plan, its outcome and its response leg account for, as data: the connection records each once
-(:class:`proxy.connection.request_path.Accounting`: the request path a plan's and an outcome's, the response path a
+(:class:`proxy.connection.request_frames.Accounting`: the request path a plan's and an outcome's, the response path a
 leg's), in the usage log's row of the request's entity and in the shadow throttles' count; handlers write nothing.
 
 Several stages' usage adds up as their plans combine (:meth:`proxy.apis.plan.Plan.then`): new producer ids and

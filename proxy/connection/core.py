@@ -37,7 +37,8 @@ from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
 from proxy.connection.own_work import Done, Spawn, Start
 from proxy.connection.presence import PRESENT
-from proxy.connection.request_path import Accounting, Planner, RequestPath
+from proxy.connection.request_frames import Accounting, Planner
+from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
@@ -198,14 +199,14 @@ class ConnectionCore:
         :attr:`request_streaming` after them (the socket code's one look at whether a splice may start)."""
         splitter = self._request_splitter
         splitter.receive(data)
-        rest = self._pull_requests()
+        rest = self.requests.pump(splitter, self._still_there, self._send_local_answers)  # _pull_requests, inline
         if rest is not None:
             self.flow.hold_back(rest)
         return splitter.streaming
 
     def broker_bytes(self, data: memoryview) -> int:
         """Response bytes read from the broker; raises ProtocolError for bytes that cannot be responses. Their
-        events are pulled and acted on by the response path (:meth:`~proxy.connection.response_path.PureResponses.pump`;
+        events are pulled and acted on by the response path (:meth:`~proxy.connection.response_frames.PureResponses.pump`;
         the request side's loop is :meth:`_pull_requests`). Returns :attr:`response_streaming` after them."""
         splitter = self._response_splitter
         splitter.receive(data)
@@ -214,7 +215,7 @@ class ConnectionCore:
     def _pull_requests(self) -> memoryview | None:
         """Act on the request splitter's events until it needs data; return the bytes left at a boundary where the
         flow paused (None if none): the request path's loop
-        (:meth:`~proxy.connection.request_path.PureRequests.pump`)."""
+        (:meth:`~proxy.connection.request_frames.PureRequests.pump`)."""
         return self.requests.pump(self._request_splitter, self._still_there, self._send_local_answers)
 
     def _still_there(self) -> bool:

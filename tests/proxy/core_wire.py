@@ -11,7 +11,7 @@ from proxy.apis import ConnectionScope, Session, plan_request
 from proxy.codec.header import encode_request_header, encode_response_header, frame, parse_request_header
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.connection.core import ConnectionCore
-from proxy.connection.request_path import Planner
+from proxy.connection.request_frames import Planner
 from proxy.ops.usage_table import UsageTable
 from quota.primitives.clock import ManualClock
 from tests.fakes import NULL_API_METRICS

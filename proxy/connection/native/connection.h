@@ -1,8 +1,8 @@
 /* proxy.connection._native: the connection's per-request hot path in C, each part the twin of a pure class kept as
  * its reference. inflight.c: the queue of requests in flight (proxy.connection.inflight.PureInFlightQueue);
  * responses.c: the response path's per-response methods and the broker side's event loop
- * (proxy.connection.response_path.PureResponses); requests.c: the request path's per-request methods and the client
- * side's event loop (proxy.connection.request_path.PureRequests); module.c: the module, configured once by
+ * (proxy.connection.response_frames.PureResponses); requests.c: the request path's per-request methods and the client
+ * side's event loop (proxy.connection.request_frames.PureRequests); module.c: the module, configured once by
  * proxy.connection.compiled with the Python objects the parts compare with and raise. */
 
 #ifndef CONNECTION_NATIVE_H

@@ -1,4 +1,4 @@
-/* The request path's per-request methods and the client side's event loop: proxy.connection.request_path's
+/* The request path's per-request methods and the client side's event loop: proxy.connection.request_frames'
  * PureRequests in C, doing the same at every step (tests/proxy/connection/test_responses_native.py runs one connection
  * core on each through the same streams and compares everything either side did). request_path.py makes its
  * RequestPath a class over Requests (adding what a buffered request's decision, a lookup, a hold and a throttle need:
@@ -361,7 +361,7 @@ static PyMemberDef requests_members[] = {
 
 PyTypeObject RequestsType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.Requests",
-    .tp_doc = "The request path's per-request methods (proxy.connection.request_path.PureRequests' twin).",
+    .tp_doc = "The request path's per-request methods (proxy.connection.request_frames.PureRequests' twin).",
     .tp_basicsize = sizeof(Requests),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -1,4 +1,4 @@
-/* The response path's per-response methods and the broker side's event loop: proxy.connection.response_path's
+/* The response path's per-response methods and the broker side's event loop: proxy.connection.response_frames'
  * PureResponses in C, answering the same at every step (tests/proxy/connection/test_responses_native.py runs one
  * connection core on each through the same streams and compares everything either side got). response_path.py
  * makes its ResponsePath a class over Responses (adding what a buffered response, a local answer and a throttle need:
@@ -387,7 +387,7 @@ static PyGetSetDef responses_getset[] = {
 
 PyTypeObject ResponsesType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.Responses",
-    .tp_doc = "The response path's per-response methods (proxy.connection.response_path.PureResponses' twin).",
+    .tp_doc = "The response path's per-response methods (proxy.connection.response_frames.PureResponses' twin).",
     .tp_basicsize = sizeof(Responses),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
