@@ -11,6 +11,7 @@ tests wait real seconds: a hold is time the client spends waiting, which is what
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -76,13 +77,42 @@ def restart_loop_cluster():
 RATE, WINDOW_S = 2, 4
 
 
+class PidRetries(logging.Handler):
+    """Counts librdkafka's own retries of InitProducerId (its log: "Failed to acquire idempotence PID ...:
+    retrying", as when it destroys the bootstrap broker's handle while the request is out): the broker saw that
+    request, the client never got its answer and asks again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Failed to acquire idempotence PID" in message and "retrying" in message:
+            self.count += 1
+
+
+PID_RETRIES = PidRetries()
+_RDKAFKA_LOG = logging.getLogger("tests.producer_id_hold.rdkafka")
+_RDKAFKA_LOG.addHandler(PID_RETRIES)
+_RDKAFKA_LOG.propagate = False
+
+
 def one_message_producer(bootstrap: str, topic: str, value: bytes, client_id: str, **extra) -> list:
     """A new idempotent producer (a new producer id, a new connection) sends one message and closes; returns its
-    delivery reports' errors (None for an acknowledgement)."""
+    delivery reports' errors (None for an acknowledgement). Its log goes to :data:`PID_RETRIES`."""
     from confluent_kafka import Producer
 
     reports: list = []
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "client.id": client_id, **extra})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "client.id": client_id,
+            "logger": _RDKAFKA_LOG,
+            **extra,
+        }
+    )
     producer.produce(topic, value, on_delivery=lambda err, msg: reports.append(err))
     assert producer.flush(60) == 0
     return reports
@@ -118,12 +148,16 @@ def read_back(bootstrap: str, topic: str, expected: int) -> list[bytes]:
 def test_a_restart_loop_reaches_the_broker_at_the_rate_and_every_message_is_acknowledged_once(restart_loop_cluster):
     cluster = restart_loop_cluster
     n = 9  # the burst of 2, then 7 held about 2 s each: about 15 s (under the KIP's throttle, about 0.5 s each)
+    retried = PID_RETRIES.count
     for i in range(n):
         assert one_message_producer(cluster.bootstrap, cluster.topic, f"r{i}".encode(), f"restart-{i}") == [None]
     first_seen = cluster.recorder.first_seen()
     assert len(first_seen) == n  # every producer's id reached the broker, once held long enough
     assert most_in_a_window(list(first_seen.values()), WINDOW_S) <= RATE * 1.1 + RATE * 1, sorted(first_seen.values())
-    assert cluster.recorder.init_producer_ids == n  # InitProducerId is not held (each producer waits for its id)
+    # InitProducerId is not held (each producer waits for its id): once per producer, and again only where librdkafka
+    # retried it itself (seen in a suite run: the bootstrap broker's handle destroyed with the request out)
+    retried = PID_RETRIES.count - retried
+    assert n <= cluster.recorder.init_producer_ids <= n + retried, (cluster.recorder.init_producer_ids, retried)
     (stats,) = cluster.stats()
     assert stats.new_pids_total == n and stats.held_count >= n - 3 and stats.refused_count == 0
     assert sorted(read_back(cluster.bootstrap, cluster.topic, n)) == sorted(f"r{i}".encode() for i in range(n))
