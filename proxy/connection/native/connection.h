@@ -2,8 +2,8 @@
  * its reference. inflight.c: the queue of requests in flight (proxy.connection.inflight.PureInFlightQueue);
  * responses.c: the response path's per-response methods and the broker side's event loop
  * (proxy.connection.response_frames.PureResponses); requests.c: the request path's per-request methods and the client
- * side's event loop (proxy.connection.request_frames.PureRequests); module.c: the module, configured once by
- * proxy.connection.compiled with the Python objects the parts compare with and raise. */
+ * side's event loop (proxy.connection.request_frames.PureRequests); counts.c: the per-API counts; module.c: the
+ * module, configured once by proxy.connection.compiled with the Python objects the parts compare with and raise. */
 
 #ifndef CONNECTION_NATIVE_H
 #define CONNECTION_NATIVE_H
@@ -68,6 +68,68 @@ PyObject *queue_match(Queue *self, long long correlation_id);
 PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObject *leg);
 /* Queue.add_local: 0, or -1 with an error set. */
 int queue_add_local(Queue *self, PyObject *header, long long received_ns, PyObject *response);
+
+/* The small calls every part makes into Python, one definition each: the clock's ns, an int attribute (0, or -1
+ * with an error set); a method by name with nargs of self, a, b, c (a new reference or NULL); a call made for its
+ * effect (its result released: 0, or -1); the splitter's value handed to write (0 or -1); value is an InFlight entry
+ * (0, or -1 with TypeError set). Inline: they sit on every frame's path. */
+
+static inline int clock_ns(PyObject *clock, long long *now) {
+    PyObject *value = PyObject_CallNoArgs(clock);
+    if (value == NULL) return -1;
+    *now = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *now == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static inline int long_attr(PyObject *object, PyObject *name, long long *value) {
+    PyObject *found = PyObject_GetAttr(object, name);
+    if (found == NULL) return -1;
+    *value = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static inline PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c,
+                                    Py_ssize_t nargs) {
+    PyObject *args[] = {self, a, b, c};
+    return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static inline int done(PyObject *result) {
+    if (result == NULL) return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+static inline int pass_value(PyObject *write, PyObject *splitter) {
+    PyObject *value = PyObject_GetAttr(splitter, ValueName);
+    if (value == NULL) return -1;
+    PyObject *written = PyObject_CallOneArg(write, value);
+    Py_DECREF(value);
+    return done(written);
+}
+
+/* The flow's in-flight queue (a new reference), or NULL with an error set: the paths' twins keep it, and it must be
+ * the queue's twin too. */
+static inline Queue *flow_queue(PyObject *flow) {
+    PyObject *queue = PyObject_GetAttr(flow, InflightName);
+    if (queue == NULL) return NULL;
+    if (!PyObject_TypeCheck(queue, &QueueType)) {
+        PyErr_Format(PyExc_TypeError, "the flow's in-flight queue is a %.100s, not the twin's", Py_TYPE(queue)->tp_name);
+        Py_DECREF(queue);
+        return NULL;
+    }
+    return (Queue *)queue;
+}
+
+static inline int as_entry(PyObject *value) {
+    if (Py_TYPE(value) != &EntryType) {
+        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    return 0;
+}
 
 /* counts.c: proxy.ops.metrics.ApiMetrics' request(nbytes) and answered(nbytes, seconds); 0, or -1 with an error */
 int counts_configure(PyObject *api_metrics_class, PyObject *buckets);

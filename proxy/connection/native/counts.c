@@ -59,24 +59,16 @@ static int add_to(PyObject *object, PyObject *name, PyObject *more) { /* object.
     return failed;
 }
 
-static int called(PyObject *result) {
-    if (result == NULL) return -1;
-    Py_DECREF(result);
-    return 0;
-}
-
 int count_request(PyObject *metrics, PyObject *nbytes) {
     if (Py_TYPE(metrics) != (PyTypeObject *)ApiMetricsClass)
-        return called(PyObject_CallMethodOneArg(metrics, RequestName, nbytes));
+        return done(call_method(RequestName, metrics, nbytes, NULL, NULL, 2));
     if (add_to(metrics, RequestsName, One) < 0) return -1;
     return add_to(metrics, RequestBytesName, nbytes);
 }
 
 int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds) {
-    if (Py_TYPE(metrics) != (PyTypeObject *)ApiMetricsClass) {
-        PyObject *args[] = {metrics, nbytes, seconds};
-        return called(PyObject_VectorcallMethod(AnsweredName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
-    }
+    if (Py_TYPE(metrics) != (PyTypeObject *)ApiMetricsClass)
+        return done(call_method(AnsweredName, metrics, nbytes, seconds, NULL, 3));
     if (add_to(metrics, ResponseBytesName, nbytes) < 0 || add_to(metrics, LatencySumName, seconds) < 0) return -1;
     double value = PyFloat_AsDouble(seconds);
     if (value == -1.0 && PyErr_Occurred()) return -1;

@@ -214,14 +214,6 @@ static int remove_entry(Queue *self, PyObject *entry) { /* deque.remove: the ent
     return -1;
 }
 
-static int as_entry(PyObject *value) {
-    if (Py_TYPE(value) != &EntryType) {
-        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(value)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
 static Py_ssize_t queue_length(Queue *self) { return self->count; }
 
 PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObject *leg) {

@@ -19,25 +19,6 @@ typedef struct {
     char answered_locally, gone;
 } Requests;
 
-static int now_ns(Requests *self, long long *now) {
-    PyObject *value = PyObject_CallNoArgs(self->clock);
-    if (value == NULL) return -1;
-    *now = PyLong_AsLongLong(value);
-    Py_DECREF(value);
-    return *now == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-static PyObject *method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c, Py_ssize_t nargs) {
-    PyObject *args[] = {self, a, b, c};
-    return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-}
-
-static int done(PyObject *result) { /* a call made for its effect */
-    if (result == NULL) return -1;
-    Py_DECREF(result);
-    return 0;
-}
-
 /* header: a request's header; its plan says whether the frame streams, is buffered or dropped. */
 static PyObject *header_of(Requests *self, PyObject *header) {
     PyObject *api_key = PyObject_GetAttr(header, ApiKeyName);
@@ -62,7 +43,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
     Py_DECREF(raw);
     if (is_raw < 0) return NULL;
     if (is_raw) return Py_NewRef(ActBuffer); /* a raw SASL token: read whole (it is small), then forwarded */
-    if (self->usage != NoUsageRecorder && done(method(RequestName, self->usage, header, NULL, NULL, 2)) < 0)
+    if (self->usage != NoUsageRecorder && done(call_method(RequestName, self->usage, header, NULL, NULL, 2)) < 0)
         return NULL;
     PyObject *args[] = {self->scope, self->session, header};
     PyObject *plan = PyObject_Vectorcall(self->planner, args, 3, NULL);
@@ -70,7 +51,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
     long long now;
     if (plan == Pass) {
         Py_DECREF(plan);
-        if (now_ns(self, &now) < 0) return NULL;
+        if (clock_ns(self->clock, &now) < 0) return NULL;
         if (done(queue_add(self->queue, header, now, NoLeg)) < 0) return NULL;
         return Py_NewRef(ActStream);
     }
@@ -86,7 +67,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
         Py_XDECREF(expects);
         if (answer < 0) goto fail;
         if (answer) {
-            if (now_ns(self, &now) < 0 || queue_add_local(self->queue, header, now, value) < 0) goto fail;
+            if (clock_ns(self->clock, &now) < 0 || queue_add_local(self->queue, header, now, value) < 0) goto fail;
             self->answered_locally = 1;
         }
         Py_DECREF(value);
@@ -95,7 +76,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
     }
     Py_CLEAR(value);
     if ((value = PyObject_GetAttr(plan, LegName)) == NULL) goto fail;
-    if (now_ns(self, &now) < 0) goto fail;
+    if (clock_ns(self->clock, &now) < 0) goto fail;
     PyObject *entry = queue_add(self->queue, header, now, value);
     if (entry == NULL) goto fail;
     Py_XSETREF(self->entry, entry);
@@ -104,7 +85,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
     if (value != Py_None && PySet_Add(self->abandons, value) < 0) goto fail;
     Py_CLEAR(value);
     if ((value = PyObject_GetAttr(plan, ThrottleName)) == NULL) goto fail;
-    if (value != Py_None && done(method(ThrottleMethodName, (PyObject *)self, header, self->entry, value, 4)) < 0)
+    if (value != Py_None && done(call_method(ThrottleMethodName, (PyObject *)self, header, self->entry, value, 4)) < 0)
         goto fail;
     Py_CLEAR(value);
     Py_XSETREF(self->plan, plan);
@@ -123,13 +104,13 @@ static PyObject *header_method(Requests *self, PyObject *header) {
 
 /* ended: the request frame's last byte is read (and forwarded, when streamed). */
 static int ended(Requests *self) {
-    if (done(method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) return -1;
+    if (done(call_method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) return -1;
     if (!self->queue->probe_wanted) return 0;
     long long now;
-    if (now_ns(self, &now) < 0) return -1;
+    if (clock_ns(self->clock, &now) < 0) return -1;
     PyObject *ns = PyLong_FromLongLong(now);
     if (ns == NULL) return -1;
-    PyObject *probe = method(ProbeName, (PyObject *)self->queue, ns, NULL, NULL, 2);
+    PyObject *probe = call_method(ProbeName, (PyObject *)self->queue, ns, NULL, NULL, 2);
     Py_DECREF(ns);
     if (probe == NULL) return -1;
     PyObject *sent = PyObject_CallOneArg(self->forward, probe);
@@ -143,25 +124,9 @@ static PyObject *ended_method(Requests *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static int forward_value(Requests *self, PyObject *splitter) {
-    PyObject *value = PyObject_GetAttr(splitter, ValueName);
-    if (value == NULL) return -1;
-    PyObject *sent = PyObject_CallOneArg(self->forward, value);
-    Py_DECREF(value);
-    return done(sent);
-}
-
 static int send_local(Requests *self, PyObject *send_local_answers) { /* the answers whose turn has come go */
     if (!self->answered_locally) return 0;
     return done(PyObject_CallNoArgs(send_local_answers));
-}
-
-static int long_attr(PyObject *object, PyObject *name, long long *value) {
-    PyObject *found = PyObject_GetAttr(object, name);
-    if (found == NULL) return -1;
-    *value = PyLong_AsLongLong(found);
-    Py_DECREF(found);
-    return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 static int truth(PyObject *result) { /* a call's result as a bool: 1, 0, or -1 (its error) */
@@ -182,7 +147,7 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
     }
     PyObject *splitter = args[0], *still_there = args[1], *send_local_answers = args[2];
     for (;;) {
-        PyObject *event = method(NextEventName, splitter, NULL, NULL, NULL, 1);
+        PyObject *event = call_method(NextEventName, splitter, NULL, NULL, NULL, 1);
         if (event == NULL) return NULL;
         Py_DECREF(event); /* the events are the module's constants, kept alive by it */
         if (event == EvHeader) {
@@ -191,7 +156,7 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
             PyObject *action = header_of(self, header);
             Py_DECREF(header);
             if (action == NULL) return NULL;
-            PyObject *acted = method(ActName, splitter, action, NULL, NULL, 2);
+            PyObject *acted = call_method(ActName, splitter, action, NULL, NULL, 2);
             Py_DECREF(action);
             if (done(acted) < 0 || send_local(self, send_local_answers) < 0) return NULL;
         } else if (event == EvBoundary) {
@@ -204,14 +169,14 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
                 int there = truth(PyObject_CallNoArgs(still_there));
                 if (there < 0) return NULL;
                 if (!there) {
-                    if (done(method(TakeRestName, splitter, NULL, NULL, NULL, 1)) < 0) return NULL;
+                    if (done(call_method(TakeRestName, splitter, NULL, NULL, NULL, 1)) < 0) return NULL;
                     Py_RETURN_NONE;
                 }
             }
-            int started = truth(method(StartFrameName, self->flow, NULL, NULL, NULL, 1));
+            int started = truth(call_method(StartFrameName, self->flow, NULL, NULL, NULL, 1));
             if (started < 0) return NULL;
             if (!started) {
-                PyObject *rest = method(TakeRestName, splitter, NULL, NULL, NULL, 1);
+                PyObject *rest = call_method(TakeRestName, splitter, NULL, NULL, NULL, 1);
                 if (rest == NULL) return NULL;
                 if (long_attr(self->flow, UnheardName, &unheard) < 0) {
                     Py_DECREF(rest);
@@ -230,7 +195,7 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
         } else if (event == EvNeedData) {
             Py_RETURN_NONE;
         } else if (event == EvLastSegment) {
-            if (forward_value(self, splitter) < 0 || ended(self) < 0) return NULL;
+            if (pass_value(self->forward, splitter) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvFrame) {
             PyObject *header = PyObject_GetAttr(splitter, HeaderName);
             if (header == NULL) return NULL;
@@ -239,12 +204,12 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
                 Py_DECREF(header);
                 return NULL;
             }
-            PyObject *decided = method(FrameName, (PyObject *)self, header, value, NULL, 3);
+            PyObject *decided = call_method(FrameName, (PyObject *)self, header, value, NULL, 3);
             Py_DECREF(header);
             Py_DECREF(value);
             if (done(decided) < 0 || send_local(self, send_local_answers) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvSegment) {
-            if (forward_value(self, splitter) < 0) return NULL;
+            if (pass_value(self->forward, splitter) < 0) return NULL;
         } else { /* END */
             if (ended(self) < 0) return NULL;
         }
@@ -260,13 +225,8 @@ static int requests_init(Requests *self, PyObject *args, PyObject *kwargs) {
                                      &values[3], &values[4], &values[5], &values[6], &values[7], &values[8],
                                      &values[9]))
         return -1;
-    PyObject *queue = PyObject_GetAttr(values[0], InflightName);
+    Queue *queue = flow_queue(values[0]);
     if (queue == NULL) return -1;
-    if (!PyObject_TypeCheck(queue, &QueueType)) {
-        PyErr_Format(PyExc_TypeError, "the flow's in-flight queue is a %.100s, not the twin's", Py_TYPE(queue)->tp_name);
-        Py_DECREF(queue);
-        return -1;
-    }
     PyObject *abandons = PySet_New(NULL), *dropped = PySet_New(NULL);
     PyObject *joined = PyTuple_Pack(3, NoLeg, NoLeg, NoLeg);
     if (abandons == NULL || dropped == NULL || joined == NULL) {
@@ -282,7 +242,7 @@ static int requests_init(Requests *self, PyObject *args, PyObject *kwargs) {
         Py_INCREF(values[i]);
         Py_XSETREF(*slots[i], values[i]);
     }
-    Py_XSETREF(self->queue, (Queue *)queue);
+    Py_XSETREF(self->queue, queue);
     Py_XSETREF(self->abandons, abandons);
     Py_XSETREF(self->dropped, dropped);
     Py_XSETREF(self->joined, joined);

@@ -21,32 +21,13 @@ typedef struct {
     long long dropping_since_ns;
 } Responses;
 
-static int now_ns(Responses *self, long long *now) {
-    PyObject *value = PyObject_CallNoArgs(self->clock);
-    if (value == NULL) return -1;
-    *now = PyLong_AsLongLong(value);
-    Py_DECREF(value);
-    return *now == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-static int long_attr(PyObject *object, PyObject *name, long long *value) {
-    PyObject *found = PyObject_GetAttr(object, name);
-    if (found == NULL) return -1;
-    *value = PyLong_AsLongLong(found);
-    Py_DECREF(found);
-    return *value == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
 /* _answered: the one place a response is accounted, once its nbytes are handed to the client. */
 static int answered(Responses *self, Entry *entry, Py_ssize_t nbytes) {
     PyObject *request = entry->header;
     PyObject *size = PyLong_FromSsize_t(nbytes);
     if (size == NULL) return -1;
     if (self->usage != NoUsageRecorder) { /* a call that does nothing, without a usage log */
-        PyObject *args[] = {self->usage, request, size};
-        PyObject *done = PyObject_VectorcallMethod(ResponseName, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (done == NULL) goto fail;
-        Py_DECREF(done);
+        if (done(call_method(ResponseName, self->usage, request, size, NULL, 3)) < 0) goto fail;
     }
     PyObject *api_key = PyObject_GetAttr(request, ApiKeyName);
     if (api_key == NULL) goto fail;
@@ -54,7 +35,7 @@ static int answered(Responses *self, Entry *entry, Py_ssize_t nbytes) {
     Py_DECREF(api_key);
     if (metrics == NULL) goto fail;
     long long now;
-    if (now_ns(self, &now) < 0) {
+    if (clock_ns(self->clock, &now) < 0) {
         Py_DECREF(metrics);
         goto fail;
     }
@@ -78,10 +59,7 @@ static PyObject *answered_method(Responses *self, PyObject *const *args, Py_ssiz
         PyErr_Format(PyExc_TypeError, "_answered() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (Py_TYPE(args[0]) != &EntryType) {
-        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(args[0])->tp_name);
-        return NULL;
-    }
+    if (as_entry(args[0]) < 0) return NULL;
     Py_ssize_t nbytes = PyLong_AsSsize_t(args[1]);
     if (nbytes == -1 && PyErr_Occurred()) return NULL;
     if (answered(self, (Entry *)args[0], nbytes) < 0) return NULL;
@@ -106,7 +84,7 @@ static PyObject *header_of(Responses *self, PyObject *header) {
     if (found == Py_None) {
         Py_DECREF(found);
         long long now;
-        if (now_ns(self, &now) < 0) return NULL;
+        if (clock_ns(self->clock, &now) < 0) return NULL;
         self->dropping_since_ns = now; /* the response timeout covers it to its last byte too */
         return Py_NewRef(ActDrop);
     }
@@ -144,11 +122,7 @@ static int ended(Responses *self) {
         if (failed) return -1;
     }
     if (self->queue->local_answers) { /* a dropped response (acks=0, the probe) may have been all one waited for */
-        PyObject *args[] = {(PyObject *)self};
-        PyObject *done =
-            PyObject_VectorcallMethod(SendReadyLocalName, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (done == NULL) return -1;
-        Py_DECREF(done);
+        if (done(call_method(SendReadyLocalName, (PyObject *)self, NULL, NULL, NULL, 1)) < 0) return -1;
     }
     return 0;
 }
@@ -157,11 +131,6 @@ static PyObject *ended_method(Responses *self, PyObject *unused) {
     CONFIGURED
     if (ended(self) < 0) return NULL;
     Py_RETURN_NONE;
-}
-
-static PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, Py_ssize_t nargs) {
-    PyObject *args[] = {self, a, b};
-    return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
 /* A buffered response whose request's leg is a rewrite alone that keeps the broker's body (it lacks the tag the
@@ -217,22 +186,12 @@ done:
     return result;
 }
 
-static int write_value(Responses *self, PyObject *splitter) {
-    PyObject *value = PyObject_GetAttr(splitter, ValueName);
-    if (value == NULL) return -1;
-    PyObject *done = PyObject_CallOneArg(self->write, value);
-    Py_DECREF(value);
-    if (done == NULL) return -1;
-    Py_DECREF(done);
-    return 0;
-}
-
 /* pump(splitter): the events of the broker's bytes the splitter holds, acted on in the order a response brings
  * them until it needs data; returns its streaming then (what the core's broker_bytes returns). */
 static PyObject *pump(Responses *self, PyObject *splitter) {
     CONFIGURED
     for (;;) {
-        PyObject *event = call_method(NextEventName, splitter, NULL, NULL, 1);
+        PyObject *event = call_method(NextEventName, splitter, NULL, NULL, NULL, 1);
         if (event == NULL) return NULL;
         Py_DECREF(event); /* the events are the module's constants, kept alive by it */
         if (event == EvHeader) {
@@ -241,10 +200,9 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
             PyObject *action = header_of(self, header);
             Py_DECREF(header);
             if (action == NULL) return NULL;
-            PyObject *done = call_method(ActName, splitter, action, NULL, 2);
+            PyObject *acted = call_method(ActName, splitter, action, NULL, NULL, 2);
             Py_DECREF(action);
-            if (done == NULL) return NULL;
-            Py_DECREF(done);
+            if (done(acted) < 0) return NULL;
         } else if (event == EvFrame) {
             PyObject *header = PyObject_GetAttr(splitter, HeaderName);
             if (header == NULL) return NULL;
@@ -259,18 +217,17 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
                 Py_DECREF(value);
                 return NULL;
             }
-            PyObject *done = kept ? Py_NewRef(Py_None) : call_method(FrameName, (PyObject *)self, header, value, 3);
+            PyObject *framed =
+                kept ? Py_NewRef(Py_None) : call_method(FrameName, (PyObject *)self, header, value, NULL, 3);
             Py_DECREF(header);
             Py_DECREF(value);
-            if (done == NULL) return NULL;
-            Py_DECREF(done);
-            if (ended(self) < 0) return NULL;
+            if (done(framed) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvNeedData) {
             return PyObject_GetAttr(splitter, StreamingName);
         } else if (event == EvLastSegment) {
-            if (write_value(self, splitter) < 0 || ended(self) < 0) return NULL;
+            if (pass_value(self->write, splitter) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvSegment) {
-            if (write_value(self, splitter) < 0) return NULL;
+            if (pass_value(self->write, splitter) < 0) return NULL;
         } else { /* END */
             if (ended(self) < 0) return NULL;
         }
@@ -284,13 +241,8 @@ static int responses_init(Responses *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO", names, &flow, &write, &clock, &api_metrics, &usage,
                                      &session, &account))
         return -1;
-    PyObject *queue = PyObject_GetAttr(flow, InflightName);
+    PyObject *queue = (PyObject *)flow_queue(flow);
     if (queue == NULL) return -1;
-    if (Py_TYPE(queue) != &QueueType && !PyType_IsSubtype(Py_TYPE(queue), &QueueType)) {
-        PyErr_Format(PyExc_TypeError, "the flow's in-flight queue is a %.100s, not the twin's", Py_TYPE(queue)->tp_name);
-        Py_DECREF(queue);
-        return -1;
-    }
     PyObject **slots[] = {&self->flow,  (PyObject **)&self->queue, &self->write,   &self->clock,
                           &self->api_metrics, &self->usage,           &self->session, &self->account};
     PyObject *values[] = {flow, queue, write, clock, api_metrics, usage, session, account};
@@ -346,10 +298,7 @@ static int set_current(Responses *self, PyObject *value, void *unused) {
         Py_CLEAR(self->current);
         return 0;
     }
-    if (Py_TYPE(value) != &EntryType) {
-        PyErr_Format(PyExc_TypeError, "expected an InFlight entry, got %.100s", Py_TYPE(value)->tp_name);
-        return -1;
-    }
+    if (as_entry(value) < 0) return -1;
     Py_INCREF(value);
     Py_XSETREF(self->current, (Entry *)value);
     return 0;
