@@ -42,6 +42,7 @@ class Progress:
         self._started = self._step_started = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._said = threading.Lock()  # a step's own line before any line about it (its Spark counts take a while)
 
     def start(self) -> None:
         """From now on: the jobs already known are not counted, and a long step is reported."""
@@ -60,16 +61,19 @@ class Progress:
             self._context.setJobDescription(None)  # a session the caller keeps: its next jobs are not ours
 
     def step(self, text: str) -> None:
-        """Step ``text`` starts: said, and the description of the Spark jobs it runs."""
-        self._done += 1
-        self._step_started = self._clock()
-        label = f"[{self._done}/{self._steps}] {text}"
+        """Step ``text`` starts: said, and the description of the Spark jobs it runs. The reporting thread sees the
+        new step only once its line is printed: asking Spark for the counts may take longer than ``every_s`` on a
+        busy machine, and a line "step 2 at ..." before "[2/5] ..." would read backwards."""
+        started = self._clock()
+        label = f"[{self._done + 1}/{self._steps}] {text}"
         self._context.setJobDescription(f"analyze {label}")
         if self._out is None:  # said nowhere: Spark's status not asked (thousands of calls to its JVM a run)
+            self._done, self._step_started = self._done + 1, started
             return
         jobs, tasks = self.spark_done()
-        so_far = duration(self._step_started - self._started)
-        self._print(f"{label} ({so_far} so far; Spark: {jobs} jobs, {tasks} tasks done)")
+        with self._said:
+            self._print(f"{label} ({duration(started - self._started)} so far; Spark: {jobs} jobs, {tasks} tasks done)")
+            self._done, self._step_started = self._done + 1, started
 
     def spark_done(self) -> tuple[int, int]:
         """Spark jobs succeeded and tasks completed since the planner started."""
@@ -97,10 +101,15 @@ class Progress:
 
     def _report(self) -> None:
         while not self._stop.wait(self._every_s):
-            now = self._clock()
-            if now - self._step_started >= self._every_s:
-                at = duration(now - self._step_started)
-                self._print(f"    step {self._done}/{self._steps} at {at}: {self.running()}")
+            with self._said:
+                done, started = self._done, self._step_started
+            if done == 0 or self._clock() - started < self._every_s:  # no step said yet, or this one is young
+                continue
+            running = self.running()  # Spark asked outside the lock: a step starting meanwhile is not held up
+            with self._said:
+                if self._done == done:  # still the step this is about
+                    at = duration(self._clock() - started)
+                    self._print(f"    step {done}/{self._steps} at {at}: {running}")
 
     def _print(self, line: str) -> None:
         if self._out is not None:
