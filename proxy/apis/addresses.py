@@ -32,6 +32,7 @@ from proxy.codec.apis import (
 )
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_response, encode_response
+from proxy.codec.node_endpoints import Unusual, rewrite_tagged_endpoints
 from proxy.codec.skim import array_count, tag_of, tagged_fields
 from proxy.session.session import Session
 
@@ -107,14 +108,18 @@ def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Pla
             lambda body: array_count(api_key, "response", version, "node_endpoints", body) > 0,
         )
     # KIP-951 (Produce, Fetch): a tagged field, absent unless a leader moved; looked for in the rewrite itself (a
-    # response's one check, without a call of its own)
+    # response's one check, without a call of its own). When there, the field alone is rewritten, the rest of the
+    # response copied undecoded (proxy.codec.node_endpoints); one not laid out the plain way is decoded whole.
     rewrite = _node_rewrite(cluster, api_key, version, nodes).leg.rewrite
     assert rewrite is not None
+    advertise = cluster.advertise
 
     def rewrite_moved(body: memoryview) -> bytes | None:
-        if tag not in tagged_fields(api_key, "response", version, body):
+        where = tagged_fields(api_key, "response", version, body).get(tag)
+        if where is None:
             return None
-        return rewrite(body)
+        rewritten = rewrite_tagged_endpoints(body, where[0], where[1], advertise)
+        return rewrite(body) if isinstance(rewritten, Unusual) else rewritten
 
     return Plan(leg=ResponseLeg(rewrite=rewrite_moved, unless_tagged=tag))
 
