@@ -152,7 +152,7 @@ class Timeline(logging.Handler):
 
 
 class FactorWatch(threading.Thread):
-    """Each sidecar's volume factor, and the produce bytes and throttle time its quotas counted, twice a second
+    """Each sidecar's volume factor, and the produce bytes and throttle time its quotas counted, once a second
     (from its registry, on its loop) while a phase runs: the factor follows the disk's free space, which every other
     writer on the machine moves too (a parallel `make test` writes brokers' logs, wheels and Spark's files to the
     same filesystem), so the rate a THROTTLE phase should give is the factor the sidecars applied, as measured, times
@@ -166,7 +166,7 @@ class FactorWatch(threading.Thread):
 
     def run(self) -> None:
         said = None
-        while not self.halt.wait(0.5):
+        while not self.halt.wait(1.0):
             try:
                 factors = [p.metric("kafka_quota_proxy_volume_factor") for p in self.proxies]
                 counted = sum(p.metric_sum("kafka_quota_proxy_quota_bytes_total") for p in self.proxies)
