@@ -51,7 +51,7 @@ from proxy.apis.decisions import Decisions
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, SHARE_FETCH
-from proxy.codec.fetch_prefix import fetch_body_facts, with_max_bytes
+from proxy.codec.fetch_prefix import body_facts_reader, fetch_body_facts, with_max_bytes
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
@@ -131,9 +131,10 @@ def _fetch_plan(fetch: ClientQuotaManager, user: str, client_id: str, version: i
         return Plan(leg=leg)
     charged = ForwardRequest(leg=leg)
     tagged = version >= FETCH_REPLICA_STATE_SINCE
+    body_facts = body_facts_reader(version)
 
     def cap_max_bytes(body: memoryview) -> ForwardRequest:
-        replica_id, max_bytes = fetch_body_facts(version, body)  # skimmed, not decoded
+        replica_id, max_bytes = body_facts(body)  # skimmed, not decoded
         if replica_id >= 0:  # a follower (v15+): replication, exempt; its answer goes back untouched
             return FORWARD_AS_IS
         if max_bytes > fetch.remaining_floor(user, client_id):  # it may not fit: the budget, exactly
