@@ -156,7 +156,7 @@ class FactorWatch(threading.Thread):
     (from its registry, on its loop) while a phase runs: the factor follows the disk's free space, which every other
     writer on the machine moves too (a parallel `make test` writes brokers' logs, wheels and Spark's files to the
     same filesystem), so the rate a THROTTLE phase should give is the factor the sidecars applied, as measured, times
-    the base rate. Kept in the timeline when it changes."""
+    the base rate. Into the timeline: the factors when they change, the counts every second."""
 
     def __init__(self, proxies, timeline: Timeline) -> None:
         super().__init__(daemon=True)
