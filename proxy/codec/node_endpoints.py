@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable
 
 from proxy.codec.errors import ProtocolError
+from proxy.codec.header import HeaderTooLarge, Incomplete, skip_tagged_fields
 from proxy.codec.primitives import Bytes, read_uvarint, write_uvarint
 
 Advertise = Callable[[int, str, int], tuple[str, int]]  # (node id, host, port) -> the (host, port) clients get
@@ -42,7 +43,7 @@ def rewrite_tagged_endpoints(body: Bytes, start: int, end: int, advertise: Adver
     as it is (the broker's bytes go back unchanged); :data:`UNUSUAL` when the caller must decode the whole body."""
     try:
         rewritten = _endpoints(body, start, end, advertise)
-    except (ProtocolError, IndexError, struct.error, UnicodeDecodeError):
+    except (ProtocolError, HeaderTooLarge, Incomplete, IndexError, struct.error, UnicodeDecodeError):
         return UNUSUAL
     if not isinstance(rewritten, bytes):  # None or UNUSUAL
         return rewritten
@@ -75,12 +76,8 @@ def _endpoints(body: Bytes, pos: int, end: int, advertise: Advertise) -> bytes |
         if rack:  # read as the decoder reads it (UTF-8), though kept as it is
             bytes(body[pos : pos + rack - 1]).decode("utf-8")
             pos += rack - 1
-        tags, pos = read_uvarint(body, pos)
-        for _ in range(tags):
-            _tag, pos = read_uvarint(body, pos)
-            size, pos = read_uvarint(body, pos)
-            pos += size
-        if pos > end:
+        pos = skip_tagged_fields(body, pos, end)  # the element's own tagged fields, within the field
+        if pos > end:  # (the rack past it)
             return UNUSUAL
         nodes.append((node_id, host, port, body[kept_from:pos]))
     if pos != end:  # bytes left over in the field
