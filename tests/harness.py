@@ -219,16 +219,6 @@ class RunningProxy:
         value = self.call(read())
         return 0.0 if value is None else value
 
-    def metric_sum(self, name: str) -> float:
-        """Every sample of ``name`` in the proxy's registry summed (every entity, every label), read on its loop."""
-
-        async def read():
-            return sum(
-                s.value for family in self.app.metrics.registry.collect() for s in family.samples if s.name == name
-            )
-
-        return self.call(read())
-
     def scraped(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
         """Every sample of ``name`` on the proxy's /metrics, read over HTTP as Prometheus reads it: its labels
         (sorted (name, value) pairs) -> its value."""

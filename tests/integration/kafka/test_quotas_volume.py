@@ -151,9 +151,14 @@ class Timeline(logging.Handler):
         return "\n".join(f"{t:7.2f} {what}" for t, what in sorted(lines, key=lambda line: line[0]))
 
 
+FACTOR = "kafka_quota_proxy_volume_factor"
+COUNTED = "kafka_quota_proxy_quota_bytes_total"
+THROTTLED = "kafka_quota_proxy_quota_throttle_time_seconds_total"
+
+
 class FactorWatch(threading.Thread):
     """Each sidecar's volume factor, and the produce bytes and throttle time its quotas counted, once a second
-    (from its registry, on its loop) while a phase runs: the factor follows the disk's free space, which every other
+    (one scrape of its /metrics each) while a phase runs: the factor follows the disk's free space, which every other
     writer on the machine moves too (a parallel `make test` writes brokers' logs, wheels and Spark's files to the
     same filesystem), so the rate a THROTTLE phase should give is the factor the sidecars applied, as measured, times
     the base rate. Into the timeline: the factors when they change, the counts every second."""
@@ -168,14 +173,13 @@ class FactorWatch(threading.Thread):
         said = None
         while not self.halt.wait(1.0):
             try:
-                factors = [p.metric("kafka_quota_proxy_volume_factor") for p in self.proxies]
-                counted = sum(p.metric_sum("kafka_quota_proxy_quota_bytes_total") for p in self.proxies)
-                throttled = sum(
-                    p.metric_sum("kafka_quota_proxy_quota_throttle_time_seconds_total") for p in self.proxies
-                )
+                scrapes = [p.scraped_together(FACTOR, COUNTED, THROTTLED) for p in self.proxies]
             except Exception as failed:  # a sidecar stopping: the phase is over
                 self.timeline.note(f"factor watch: {failed!r}")
                 return
+            factors = [sum(scrape[FACTOR].values()) for scrape in scrapes]  # one sample, unlabelled
+            counted = sum(sum(scrape[COUNTED].values()) for scrape in scrapes)
+            throttled = sum(sum(scrape[THROTTLED].values()) for scrape in scrapes)
             self.samples.append((time.monotonic(), min(factors)))
             line = " ".join(f"{f:.2f}" for f in factors)
             if line != said:
