@@ -5,19 +5,26 @@ writelines each, one system call instead of one per frame: a read of many small 
 costs the kernel one send, not dozens. The connection sends them (through its splicer, which owns the writes to
 both sockets: :meth:`proxy.connection.splicing.Splicer.send_client`) before the read buffer may be reused or a splice
 may start, and before it closes; the bytes and their order on each socket are unchanged.
+
+:class:`PureWriteBatch` is the reference of the C twin (``proxy.connection._native.WriteBatch``,
+proxy/connection/native/writes.c): the core writes each frame through :meth:`~PureWriteBatch.client` or
+:meth:`~PureWriteBatch.broker` from the paths' loops, several times a read, and the twin's methods are called there
+without a Python frame each. :data:`WriteBatch` is the one :mod:`proxy.connection.compiled` chose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from proxy.codec.primitives import Bytes
+from proxy.connection.compiled import NATIVE
 
 Write = Callable[[Bytes], None]  # writes one frame, or a piece of one, to a side
 Send = Callable[[list[Bytes]], None]  # writes several, in order, with one system call where it can
 
 
-class WriteBatch:
+class PureWriteBatch:
     """The writes to each side of one connection: written at once (``write_client``, ``write_broker``) unless a
     batch is open (:meth:`start`), then queued until :meth:`send`."""
 
@@ -83,3 +90,9 @@ class WriteBatch:
 
 def _dropped(data: object) -> None:
     pass
+
+
+if TYPE_CHECKING or NATIVE is None:  # typed as the pure class: the twin has its methods
+    WriteBatch = PureWriteBatch
+else:
+    WriteBatch = NATIVE.WriteBatch
