@@ -56,6 +56,25 @@ def working(pid: int) -> tuple[float, float]:
     return user - compiler_user, system - compiler_system
 
 
+def switches_faults(pid: int) -> tuple[int, int, int]:
+    """The process's context switches, voluntary (it slept: a wait for the sockets) and not (preempted), summed over
+    its threads, and its minor page faults (/proc/PID/stat: threads included)."""
+    voluntary = involuntary = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        involuntary += int(line.split()[1])
+        except OSError:  # a thread that ended meanwhile
+            continue
+    with open(f"/proc/{pid}/stat") as f:
+        faults = int(f.read().rsplit(")", 1)[1].split()[7])
+    return voluntary, involuntary, faults
+
+
 def create(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
@@ -137,6 +156,7 @@ def main() -> int:
         topic = f"profiled-{args.workload}"
         create(upstream, topic, 1 if args.workload == "single" else GROUP_PARTITIONS)
         marks: list[tuple[float, float]] = []
+        counts: list[tuple[int, int, int]] = []
         started: list[tuple[str, subprocess.Popen]] = []
 
         def mark() -> float:
@@ -145,6 +165,7 @@ def main() -> int:
             if not marks:
                 started.extend(watchers(pid, args))
             marks.append(working(pid))
+            counts.append(switches_faults(pid))
             return 0.0
 
         if args.warm_up:
@@ -166,6 +187,11 @@ def main() -> int:
             f"{outcome.seconds:.1f} s ({requests / outcome.seconds:.0f}/s); its CPU per request "
             f"{(u1 - u0 + s1 - s0) / requests * 1e6:.1f} us ({(u1 - u0) / requests * 1e6:.1f} user, "
             f"{(s1 - s0) / requests * 1e6:.1f} kernel); load {load()}"
+        )
+        (v0, i0, f0), (v1, i1, f1) = counts[0], counts[-1]
+        print(
+            f"  per request: {(v1 - v0) / requests:.2f} voluntary context switches (waits), {(i1 - i0) / requests:.2f}"
+            f" involuntary (preempted), {(f1 - f0) / requests:.2f} minor page faults"
         )
         for path, _ in started:
             if path.endswith(".strace"):
