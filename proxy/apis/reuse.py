@@ -184,29 +184,46 @@ def reused_asking(
     # the plans in turn, the asked stages asked in their place; the common case made short: the asked stages come
     # after every plan and add nothing (a Produce within its quotas, its producer id known)
     plan, head, rest, asked_only = turns
-    parts: list[Plan] | None = None
     if asked_only:
-        for ask in rest:
+        for at, ask in enumerate(rest):
             more = ask(scope, session, header)  # type: ignore[operator]
             if more is not None:
-                if parts is None:
-                    parts = [*head, more]
-                else:
-                    parts.append(more)
-                if more.last:
-                    break
-        if parts is None:
-            return plan
-    else:
-        parts = list(head)
-        for step in rest:
-            found = step if isinstance(step, Plan) else step(scope, session, header)
+                return asked_from(head, rest, at, more, scope, session, header)  # type: ignore[arg-type]
+        return plan
+    parts = list(head)
+    for step in rest:
+        found = step if isinstance(step, Plan) else step(scope, session, header)
+        if found is not None:
+            parts.append(found)
+            if found.last:
+                break
+    if not parts:
+        return PASS
+    combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
+    return PASS if combination is END else combination
+
+
+def asked_from(
+    head: tuple[Plan, ...],
+    rest: tuple[Planner, ...],
+    at: int,
+    more: Plan,
+    scope: ConnectionScope,
+    session: Session,
+    header: RequestHeader,
+) -> Plan:
+    """The plan of :func:`reused_asking`'s turns whose steps after the plans ``head`` are all asked stages (``rest``),
+    once ``rest[at]`` made ``more`` (those before it made nothing): the stages after it asked in turn unless ``more``
+    ends the chain, and the plans combined as :func:`~proxy.apis.stages.fold` combines them. (Also what the compiled
+    planner, proxy/connection/native/planner.c, hands such a request to.)"""
+    parts = [*head, more]
+    if not more.last:
+        for ask in rest[at + 1 :]:
+            found = ask(scope, session, header)
             if found is not None:
                 parts.append(found)
                 if found.last:
                     break
-        if not parts:
-            return PASS
     combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
     return PASS if combination is END else combination
 

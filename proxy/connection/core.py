@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from proxy.apis import ConnectionScope, plan_request
+from proxy.apis import ConnectionScope
 from proxy.codec.frame import FrameSplitter
 from proxy.codec.header import (
     MAX_HEADER_BYTES,
@@ -37,7 +37,7 @@ from proxy.codec.produce_prefix import parse_request_prefix
 from proxy.connection.flow import Flow
 from proxy.connection.own_work import Done, Spawn, Start
 from proxy.connection.presence import PRESENT
-from proxy.connection.request_frames import Accounting, Planner
+from proxy.connection.request_frames import PLAN_REQUEST, Accounting, Planner
 from proxy.connection.request_path import RequestPath
 from proxy.connection.response_path import ResponsePath
 from proxy.ops.usage_table import NO_USAGE, UsageTable
@@ -84,7 +84,7 @@ class ConnectionCore:
         write_broker: Callable[[Bytes], None],
         clock: Callable[[], int],
         api_metrics: Callable[[int], ApiMetrics],
-        planner: Planner = plan_request,
+        planner: Planner = PLAN_REQUEST,
         spawn: Spawn | None = None,
         max_header_bytes: int = MAX_HEADER_BYTES,
         response_timeout_ns: int = 0,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from proxy.apis import PASS, ConnectionScope, Plan
+from proxy.apis import PASS, UNCOUNTED_PLANNING, ConnectionScope, Plan, plan_request
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
+from proxy.apis.reuse import asked_from, reused, reused_asking
+from proxy.apis.stages import fold
 from proxy.apis.usage import NO_USAGE, Usage
 from proxy.codec.frame import (
     BOUNDARY,
@@ -26,6 +28,7 @@ from proxy.codec.frame import (
 )
 from proxy.codec.header import RequestHeader
 from proxy.codec.primitives import Bytes
+from proxy.connection.compiled import NATIVE
 from proxy.connection.flow import Flow
 from proxy.connection.inflight import InFlight
 from proxy.connection.own_work import Spawn
@@ -38,6 +41,15 @@ if TYPE_CHECKING:
 
 Planner = Callable[[ConnectionScope, Session, RequestHeader], Plan]  # the per-API handler table (plan_request)
 Abandon = Callable[[], None]  # releases what a plan reserved for a request never forwarded nor answered
+
+# What a connection plans its requests with: :func:`proxy.apis.plan_request`, or its twin (``_native.Planner``,
+# proxy/connection/native/planner.c) doing its common path (a reused plan, an API with no chain) without a Python frame
+# of its own and handing it every other case.
+PLAN_REQUEST: Planner = (
+    plan_request
+    if NATIVE is None
+    else NATIVE.Planner(plan_request, UNCOUNTED_PLANNING, fold, reused, reused_asking, asked_from)
+)
 
 
 class Accounting:

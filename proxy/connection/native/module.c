@@ -73,7 +73,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;
     if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0 ||
-        PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0)
+        PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0 ||
+        PyType_Ready(&PlannerType) < 0)
         return NULL;
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) return NULL;
@@ -81,7 +82,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(created, "Queue", (PyObject *)&QueueType) < 0 ||
         PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0 ||
         PyModule_AddObjectRef(created, "Requests", (PyObject *)&RequestsType) < 0 ||
-        PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0) {
+        PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0 ||
+        PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0) {
         Py_DECREF(created);
         return NULL;
     }

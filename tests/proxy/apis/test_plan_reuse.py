@@ -36,6 +36,7 @@ from proxy.codec.header import (
     parse_request_header,
 )
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
+from proxy.connection.request_frames import PLAN_REQUEST
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.primitives.clock import ManualClock
 from quota.primitives.decision import Throttle
@@ -195,8 +196,15 @@ CHANGES = [  # each followed by every request of REQUESTS, then 700 ms
 ]
 
 
-def test_a_reused_fetch_plan_behaves_as_every_stage_asked_for_each_request():
-    reusing, asking = Proxy(plan_request), Proxy(afresh)
+# plan_request, and the compiled planner where it is built (proxy/connection/native/planner.c: reused's hit in C),
+# which every connection plans with then
+PLANNERS = [pytest.param(plan_request, id="python")]
+PLANNERS += [] if PLAN_REQUEST is plan_request else [pytest.param(PLAN_REQUEST, id="compiled")]
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_reused_fetch_plan_behaves_as_every_stage_asked_for_each_request(planner):
+    reusing, asking = Proxy(planner), Proxy(afresh)
     corr = reused_for = 0
     for change, make in CHANGES:
         for proxy in (reusing, asking):

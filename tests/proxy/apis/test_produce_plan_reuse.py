@@ -43,6 +43,7 @@ from proxy.codec.header import (
     parse_request_header,
 )
 from proxy.codec.messages import decode_request, encode_request, encode_response, new_request, new_response
+from proxy.connection.request_frames import PLAN_REQUEST
 from proxy.enforcement.internal_topic_guard import InternalTopicGuard
 from proxy.enforcement.proxy_quotas import ProxyQuotas
 from quota.managers.volume import Limit, Snapshot, Volume
@@ -81,6 +82,12 @@ ONE_CLIENT = config(
 NO_PRODUCER_IDS = config({"entity": {"user": "<default>"}, "producer_byte_rate": 3000})
 NO_PRODUCE_QUOTA = config({"entity": {"user": "<default>"}, "consumer_byte_rate": 3000})
 THROTTLED_IDS = config(USERS, **{"producer.id.quota.enforcement": "throttle"})
+# every Produce over its byte rate, and new producer ids throttled: both asked stages make a plan, after the reused
+# ones (node endpoints from v10)
+ALL_THROTTLED = config(
+    {"entity": {"user": "<default>"}, "producer_byte_rate": 10, "producer_ids_rate": 2},
+    **{"producer.id.quota.enforcement": "throttle"},
+)
 TOPIC_QUOTAS = parse_config(config({"entity": {"topic": "<default>"}, "producer_byte_rate": 2500})).topic_quotas
 NO_TOPIC_QUOTAS = parse_config(ENFORCED).topic_quotas
 GROUP_QUOTAS = parse_config(ENFORCED).group_quotas
@@ -198,7 +205,7 @@ class Proxy(RecordedConnection):
                 for t in msg.topic_data
             ]
         }
-        if version >= 10 and header.correlation_id % 2:
+        if version >= 10 and header.correlation_id % 5:  # most answers, by a period not of REQUESTS (24)
             answer["node_endpoints"] = [{"node_id": 2, "host": "broker-2.kafka", "port": 9092, "rack": None}]
         body = encode_response(PRODUCE, version, new_response(PRODUCE, version, **answer))
         self.core.broker_bytes(
@@ -259,7 +266,7 @@ REQUESTS = [  # (version, client id, topics, producer id, acks) of a connection'
     (9, "c1", ("orders",), 2, 1),
     (9, "c1", ("orders",), 2, 1),
     (9, "c1", ("orders",), 2, 1),
-    (10, "c1", ("orders",), 2, 1),  # an odd correlation id: node endpoints in the answer, rewritten from v10
+    (10, "c1", ("orders",), 2, 1),  # node endpoints in most answers (see answer), rewritten from v10
     (9, "c2", (CONFIG_TOPIC,), 3, 1),
     (13, "c1", ("orders",), 3, 1),  # by topic id
     (13, "c1", ("orders",), 3, 1),
@@ -304,6 +311,8 @@ CHANGES = [  # each followed by every request of REQUESTS, then 700 ms
     ("enforced again", configured(ENFORCED)),
     ("producer ids throttled, not held", configured(THROTTLED_IDS)),
     ("enforced again", configured(ENFORCED)),
+    ("every request over its byte rate, new producer ids throttled", configured(ALL_THROTTLED)),
+    ("enforced again", configured(ENFORCED)),
     ("the proxy switched to shadow mode alone", lambda proxy: proxy.quotas.set_mode("shadow")),
     ("and back to enforce", lambda proxy: proxy.quotas.set_mode("enforce")),
     ("a topic quota added alone", lambda proxy: proxy.quotas.topics.update(TOPIC_QUOTAS)),
@@ -338,8 +347,15 @@ def run(reusing: Proxy, asking: Proxy) -> int:
     return reused_for
 
 
-def test_a_produce_planned_with_its_reading_stages_reused_behaves_as_every_stage_asked():
-    reusing, asking = Proxy(plan_request), Proxy(always_asking)
+# plan_request, and the compiled planner where it is built (proxy/connection/native/planner.c: its reused_asking's
+# turns in C), which every connection plans with then
+PLANNERS = [pytest.param(plan_request, id="python")]
+PLANNERS += [] if PLAN_REQUEST is plan_request else [pytest.param(PLAN_REQUEST, id="compiled")]
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_produce_planned_with_its_reading_stages_reused_behaves_as_every_stage_asked(planner):
+    reusing, asking = Proxy(planner), Proxy(always_asking)
     reused_for = run(reusing, asking)
     assert PRODUCE not in asking.session.reused
     assert reused_for >= 90  # a single topic's, whose guard and exemption read nothing of the body
@@ -369,9 +385,10 @@ def leaky(leave_out: str):
     return inputs
 
 
+@pytest.mark.parametrize("planner", PLANNERS)
 @pytest.mark.parametrize("leave_out", ["version", "topic", "user", "volume past its soft limit"])
-def test_each_input_is_needed(monkeypatch, leave_out):
+def test_each_input_is_needed(monkeypatch, leave_out, planner):
     chain, low, high, _inputs, asks = apis.UNCOUNTED_PLANNING[PRODUCE]  # what plan_request reads of a Produce
     monkeypatch.setitem(apis.UNCOUNTED_PLANNING, PRODUCE, (chain, low, high, leaky(leave_out), asks))
     with pytest.raises(AssertionError):
-        run(Proxy(plan_request), Proxy(always_asking))
+        run(Proxy(planner), Proxy(always_asking))
