@@ -35,8 +35,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from proxy.apis import addresses, byte_rate, internal_topics, producer_ids, topic_rate, volume_pause
-from proxy.apis.plan import PASS, ConnectionScope, Plan
-from proxy.apis.stages import END, Planner, Stage, combined, fold
+from proxy.apis.plan import ConnectionScope, Plan
+from proxy.apis.stages import Planner, Stage, fold, plan_of
 from proxy.codec.apis import FETCH, PRODUCE
 from proxy.codec.header import RequestHeader
 from proxy.session.session import Session
@@ -197,10 +197,7 @@ def reused_asking(
             parts.append(found)
             if found.last:
                 break
-    if not parts:
-        return PASS
-    combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
-    return PASS if combination is END else combination
+    return plan_of(parts, session, header)
 
 
 def asked_from(
@@ -224,8 +221,7 @@ def asked_from(
                 parts.append(found)
                 if found.last:
                     break
-    combination = parts[0] if len(parts) == 1 else combined(parts, session, header)
-    return PASS if combination is END else combination
+    return plan_of(parts, session, header)
 
 
 _Turns = tuple[Plan, tuple[Plan, ...], tuple["Plan | Planner", ...], bool]
@@ -244,5 +240,4 @@ def _turns(steps: list[Plan | Planner], session: Session, header: RequestHeader)
         head.append(step)
         if step.last:
             break
-    plan = PASS if not head else head[0] if len(head) == 1 else combined(head, session, header)
-    return (PASS if plan is END else plan), tuple(head), rest, not any(isinstance(step, Plan) for step in rest)
+    return plan_of(head, session, header), tuple(head), rest, not any(isinstance(step, Plan) for step in rest)

@@ -52,6 +52,12 @@ def fold(chain: tuple[Stage, ...], scope: ConnectionScope, session: Session, hea
             parts.append(more)
             if more.last:
                 break
+    return plan_of(parts, session, header)
+
+
+def plan_of(parts: list[Plan], session: Session, header: RequestHeader) -> Plan:
+    """The plan of a chain whose stages made ``parts``, in order (:func:`combined`); PASS when they made none or
+    their combination ends it with nothing to do."""
     if not parts:
         return PASS
     plan = parts[0] if len(parts) == 1 else combined(parts, session, header)
