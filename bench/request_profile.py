@@ -16,13 +16,19 @@ requests) or ``group`` (a consumer group of 10 polling 100 partitions), and the 
   wall-clock profile on a loaded machine charges the waits for a core to the writes that woke the peers; slower:
   compare only profiles with each other), its top functions by own time printed when it stops.
 
+- ``--instructions``: the proxy run under callgrind (bench/callgrind.py), counting only while the measured part runs:
+  its instructions per request, the figure the machine's load does not move (about 50 x slower, so the workload's
+  own pace and every CPU figure of that run change; the count per request stays within a few % from run to run, the
+  group's most, its mix of Fetch, heartbeat and commit requests moving with the pace).
+
 ``--relay kroxylicious`` watches Kroxylicious (bench/kroxylicious.py, Kafka only) the same way instead of the proxy,
 for the peer's user and kernel time and system calls per request (``--profile`` is the proxy's alone). Its CPU here
 leaves out its JIT compiler's threads, as bench/anchors_kroxylicious.py does; ``--warm-up N`` first sends N
 one-message Produce requests, not measured (a JVM's first requests run interpreted).
 
 Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--relay proxy|kroxylicious]
-[--workload single|group] [--small 20000] [--warm-up 0] [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]``
+[--workload single|group] [--small 20000] [--warm-up 0] [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]
+[--instructions]``
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench.anchors_common import ProxyProcess, compiler_user_system_seconds, load, user_system_seconds  # noqa: E402
 from bench.anchors_kroxylicious import GROUP_PARTITIONS, QUOTAS  # noqa: E402
+from bench.callgrind import instrument, total  # noqa: E402
 from bench.common import free_port, stop_processes, tansu, wait_for_port  # noqa: E402
 from bench.kroxylicious import KroxyliciousProcess  # noqa: E402
 from bench.rdkafka_workloads import group_polling, produce_single  # noqa: E402
@@ -128,10 +135,13 @@ def main() -> int:
     parser.add_argument("--strace", action="store_true", help="count the proxy's system calls (slows it)")
     parser.add_argument("--perf", metavar="FILE", help="perf record the proxy process into FILE")
     parser.add_argument("--profile", metavar="FILE", help="run the proxy under cProfile, its output in FILE")
+    parser.add_argument("--instructions", action="store_true", help="count the proxy's instructions (callgrind)")
     parser.add_argument("--inflight", type=int, help="the proxy's connections.max.inflight.requests (its default)")
     args = parser.parse_args()
-    if args.relay == "kroxylicious" and (args.broker != "kafka" or args.profile):
-        parser.error("--relay kroxylicious runs in front of --broker kafka, without --profile")
+    if args.relay == "kroxylicious" and (args.broker != "kafka" or args.profile or args.instructions):
+        parser.error("--relay kroxylicious runs in front of --broker kafka, without --profile or --instructions")
+    if args.instructions and (args.profile or args.perf or args.strace):
+        parser.error("--instructions runs the proxy under callgrind alone")
     cluster = broker = None
     proxy_port, base = cluster_ports(4)
     if args.broker == "kafka":
@@ -143,6 +153,9 @@ def main() -> int:
         broker = tansu(broker_port, broker_port)
         upstream, node_id = f"127.0.0.1:{broker_port}", None
     python = [str(Path(__file__).resolve().with_name("cpu_profile.py")), args.profile] if args.profile else []
+    counted = tempfile.NamedTemporaryFile(suffix=".callgrind", delete=False).name if args.instructions else None
+    if counted is not None:
+        python = [str(Path(__file__).resolve().with_name("callgrind.py")), counted]
     settings = {} if args.inflight is None else {"connections.max.inflight.requests": args.inflight}
     if args.relay == "kroxylicious":
         proxy = KroxyliciousProcess(proxy_port, upstream, Path(cluster.directory) / "kroxylicious").start()
@@ -150,7 +163,10 @@ def main() -> int:
         proxy = ProxyProcess(proxy_port, upstream, QUOTAS, settings, broker_port_base=base, python=python).start()
     try:
         if node_id is not None:
-            wait_for_port(proxy_port + 1 + node_id if args.relay == "kroxylicious" else base + node_id, 60)
+            wait_for_port(
+                proxy_port + 1 + node_id if args.relay == "kroxylicious" else base + node_id,
+                300 if counted is not None else 60,
+            )
         bootstrap = f"127.0.0.1:{proxy_port}"
         pid = proxy.proc.pid
         topic = f"profiled-{args.workload}"
@@ -164,6 +180,8 @@ def main() -> int:
             so a group's joining (and the codec compiled for its first requests) is left out, as the anchors do."""
             if not marks:
                 started.extend(watchers(pid, args))
+            if counted is not None:
+                instrument("off" if marks else "on", pid)
             marks.append(working(pid))
             counts.append(switches_faults(pid))
             return 0.0
@@ -213,6 +231,10 @@ def main() -> int:
             stop_processes([broker])
     if args.profile and Path(args.profile).exists():
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+    if counted is not None:  # written by callgrind as the proxy exited
+        instructions = total(counted)
+        os.unlink(counted)
+        print(f"  instructions per request (callgrind): {instructions / requests:,.0f} ({instructions:,} in all)")
     return 0
 
 
