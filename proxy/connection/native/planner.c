@@ -103,7 +103,7 @@ static PyObject *planner_call(Planner *self, PyObject *const *args, size_t nargs
     if (awaiting) return hand_over(self, args); /* before SASL authentication: plan_request checks the API */
     PyObject *api_key = PyObject_GetAttr(header, ApiKeyName);
     if (api_key == NULL) return NULL;
-    PyObject *result = NULL, *counted = NULL, *version = NULL, *read = NULL;
+    PyObject *result = NULL, *counted = NULL, *version = NULL, *read = NULL, *held = NULL;
     if ((value = PyObject_GetAttr(scope, QuotasName)) == NULL) goto out;
     PyObject *requests = PyObject_GetAttr(value, RequestsName_);
     Py_DECREF(value);
@@ -117,11 +117,12 @@ static PyObject *planner_call(Planner *self, PyObject *const *args, size_t nargs
         result = hand_over(self, args);
         goto out;
     }
-    PyObject *planning = PyDict_GetItemWithError(self->planning, api_key); /* borrowed, held by the table */
+    PyObject *planning = PyDict_GetItemWithError(self->planning, api_key); /* borrowed */
     if (planning == NULL) {
         if (!PyErr_Occurred()) result = Py_NewRef(Pass); /* no chain: nothing to plan */
         goto out;
     }
+    held = Py_NewRef(planning); /* its items are used across calls into Python, which may replace the table's entry */
     if (!PyTuple_CheckExact(planning) || PyTuple_GET_SIZE(planning) != 5) {
         PyErr_SetString(PyExc_TypeError, "an API's planning is (chain, low, high, inputs, asks)");
         goto out;
@@ -169,6 +170,7 @@ out:
     Py_XDECREF(counted);
     Py_XDECREF(version);
     Py_XDECREF(read);
+    Py_XDECREF(held);
     return result;
 }
 

@@ -58,7 +58,10 @@ static PyObject *batch_start(WriteBatch *self, PyObject *client) {
     int both = PyObject_IsTrue(client);
     if (both < 0) return NULL;
     if ((self->to_broker = PyList_New(0)) == NULL) return NULL;
-    if (both && (self->to_client = PyList_New(0)) == NULL) return NULL;
+    if (both && (self->to_client = PyList_New(0)) == NULL) {
+        Py_CLEAR(self->to_broker); /* not started: writes go out at once, as before */
+        return NULL;
+    }
     Py_RETURN_TRUE;
 }
 
