@@ -13,7 +13,7 @@ import errno
 import logging
 
 from config.model import Address
-from proxy.connection.broker_socket import BrokerEvents, UpstreamConnection
+from proxy.connection.broker_socket import BrokerReader, UpstreamConnection
 from proxy.connection.client_context import ListenerContext, log_fields
 from proxy.ground.tasks import wait_for
 
@@ -24,7 +24,7 @@ UPSTREAM_UNREACHABLE = "upstream_unreachable"
 
 
 async def dial_broker(
-    ctx: ListenerContext, events: BrokerEvents, peer: str
+    ctx: ListenerContext, events: BrokerReader, peer: str
 ) -> tuple[UpstreamConnection, Address] | str:
     """The broker connection for client ``peer``, reporting to ``events``, and the address it reached; or why the
     client is to be closed (:data:`FD_EXHAUSTED`, :data:`UPSTREAM_UNREACHABLE`)."""
@@ -33,7 +33,7 @@ async def dial_broker(
         try:
             _, upstream = await wait_for(
                 loop.create_connection(
-                    lambda: UpstreamConnection(events, ctx.response_buffer),
+                    lambda: UpstreamConnection(events),
                     address.host,
                     address.port,
                     ssl=ctx.upstream_ssl,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from proxy.codec.errors import ProtocolError
@@ -38,6 +39,7 @@ from proxy.connection.lifecycle import Event, Lifecycle
 from proxy.connection.one_timer import OneTimer
 from proxy.connection.own_work import Done, Start, run_own_work
 from proxy.connection.presence import client_state
+from proxy.connection.shell import Shell
 from proxy.connection.splice import SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch
@@ -89,10 +91,24 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         self.flow = self.core.flow
         self.splices.attach_core(self.core)
-        self._reading_client = True
-        self._reading_broker = True
         self._timer = OneTimer(self._loop, self._apply_state)  # at the flow's deadline, whatever its state
         self._counted = Counted(ctx)
+        # what the event loop calls at each read of either socket, and the flow's state applied after every event
+        # (proxy.connection.shell): given to the loop as this protocol's own, before its transport is made
+        self.shell = shell = Shell(
+            self,
+            self.core,
+            ctx.request_buffer,
+            ctx.response_buffer,
+            self._writes,
+            splices,
+            self._counted,
+            self._loop,
+            time.monotonic_ns,
+        )
+        self.get_buffer = shell.client_buffer  # type: ignore[method-assign]
+        self.buffer_updated = shell.client_read  # type: ignore[method-assign]
+        self._apply = shell.apply
 
     # -- client socket events ------------------------------------------------------------------------------------
 
@@ -108,6 +124,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.session.local = transport.get_extra_info("sockname")
         if life.on(Event.CLIENT_WRAPPED) is State.AWAITING_BROKER:  # a TLS client, its broker not yet open: not read
             transport.pause_reading()
+        elif self.upstream is not None:
+            self.shell.open(transport, self.upstream)
         if self.ctx.ssl_context is not None:
             self._tls_principal(transport.get_extra_info("peercert"))
         if not life.closed:
@@ -151,19 +169,17 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.ctx.on_upstream_result(True)
         # a TLS client, its handshake done, is read now as its flow says, what it sent meanwhile first; else the
         # client socket is wrapped next
-        if self.life.on(Event.BROKER_OPENED) is State.OPEN:
+        if self.life.on(Event.BROKER_OPENED) is State.OPEN and self.transport is not None:
+            self.shell.open(self.transport, upstream)
             self._apply_state()
-            if self._reading_client and self.transport is not None and not self.closed:
+            if self.shell.reading_client and not self.closed:
                 self.transport.resume_reading()
         return True
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        view = self.ctx.request_buffer.view
-        # at a frame boundary, while splicing is possible, a small read: a large frame's rest is spliced, not read
-        size = self.core.read_size(len(view), self.splices.boundary_read_bytes)
-        return view if size == len(view) else view[:size]
-
-    def buffer_updated(self, nbytes: int) -> None:
+    def _read_client(self, nbytes: int) -> None:
+        """Bytes read from the client before the connection is open (a TLS client's, read before the pause took,
+        its broker connection not open yet: held back), which the shell hands here; what its ``client_read`` does, in
+        every state."""
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew
         buffer = self.ctx.request_buffer
         data = buffer.view[:nbytes]
@@ -225,12 +241,17 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # -- broker socket events (reported by UpstreamConnection) ----------------------------------------------------
 
+    def broker_reads(self, upstream: UpstreamConnection) -> tuple[Callable[[int], memoryview], Callable[[int], None]]:
+        return self.shell.broker_reads(upstream)
+
     def broker_data(self, data: memoryview) -> None:
+        """Bytes read from the broker while the shell does not take them (before the connection is open): what the
+        shell's ``broker_read`` does, in every state."""
         batch = self._writes.start(True)
         try:
             streaming = self.core.broker_bytes(data)
         except ProtocolError as exc:
-            self.close(said_broker_error(log, self.ctx, self.peer, self.upstream_name, exc))
+            self._broker_error(exc)
             return
         finally:
             if batch:
@@ -242,8 +263,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.splices.after_broker_read()
         self._apply()
 
-    def broker_read_size(self, available: int) -> int:  # of a read buffer of ``available`` bytes, the next read's
-        return self.core.response_read_size(available, self.splices.boundary_read_bytes)
+    def _broker_error(self, exc: ProtocolError) -> None:
+        self.close(said_broker_error(log, self.ctx, self.peer, self.upstream_name, exc))
 
     def broker_backpressure(self, on: bool) -> None:
         if not self.closed:
@@ -266,10 +287,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self.closed or transport is None or upstream is None:
             pass
         elif direction == "request":  # the source's end, if the splice met it, is met again by its transport
-            if self._reading_client:
+            if self.shell.reading_client:
                 transport.resume_reading()
         else:
-            upstream.set_reading(self._reading_broker)
+            upstream.set_reading(self.shell.reading_broker)
         self._apply()
 
     def splice_lost(self, client: bool, exc: OSError) -> None:
@@ -280,19 +301,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     # -- applying the flow --------------------------------------------------------------------------------------
 
-    def _apply(self) -> None:
-        """After every event: replay held-back requests, decide holds, set reading, arm the timer."""
-        flow = self.flow
-        if flow.unhindered and self._reading_client and self._reading_broker:
-            # the common case: nothing to replay, release, pause or time (the timer is armed already); the bound of
-            # requests only counted (Counted.follow_bound, inline: once per event)
-            counted = self._counted
-            if flow.at_bound == (counted.at_bound_since is None):
-                counted.bound_changed(self._loop.time())
-            return
-        self._apply_state()
-
     def _apply_state(self) -> None:
+        """After an event that the shell's ``apply`` (this connection's ``_apply``) finds not in the common case:
+        replay held-back requests, decide holds, set reading, arm the timer."""
         flow, life, transport = self.flow, self.life, self.transport
         if life.closed or transport is None or life.state is State.AWAITING_BROKER:  # (applied once it is open)
             return
@@ -322,16 +333,17 @@ class ClientConnection(asyncio.BufferedProtocol):
             life.on(Event.HELD_SENT)
             if not upstream.transport.is_closing():
                 upstream.transport.write_eof()
-        if state.reading_client != self._reading_client:
-            self._reading_client = state.reading_client
+        shell = self.shell
+        if state.reading_client != shell.reading_client:
+            shell.reading_client = state.reading_client
             if self.splices.request is not None:
                 pass  # the splice reads the client; reading resumes (or not) when it ends
             elif state.reading_client:
                 transport.resume_reading()
             else:
                 transport.pause_reading()
-        if state.reading_broker != self._reading_broker and upstream is not None:
-            self._reading_broker = state.reading_broker
+        if state.reading_broker != shell.reading_broker and upstream is not None:
+            shell.reading_broker = state.reading_broker
             if state.reading_broker:
                 flow.broker_read_resumed(now)
             if self.splices.response is None:  # else the splice reads the broker; set again when it ends
@@ -371,6 +383,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self._writes.send()  # what was split before the end goes out first, as if written at once
         self.life.close(reason)
+        self.shell.close()
         self._counted.closed(self, reason, self._loop.time())
         self._timer.close()
         self.splices.close()  # before the transports close: a splice's duplicate fds would keep the sockets open

@@ -6,7 +6,8 @@ Its parts are twins of pure classes kept as their references: the in-flight queu
 (:class:`proxy.connection.inflight.PureInFlightQueue`), the response path's per-response methods with the broker
 side's event loop (:class:`proxy.connection.response_frames.PureResponses`) and the request path's per-request methods
 with the client side's (:class:`proxy.connection.request_frames.PureRequests`) and the writes queued while a read is
-split (:class:`proxy.connection.write_batch.PureWriteBatch`). Each choosing module binds its class to one or the other
+split (:class:`proxy.connection.write_batch.PureWriteBatch`) and what the event loop calls at every read
+(:class:`proxy.connection.shell.PureShell`, which hands the twin its sizes itself). Each choosing module binds its class to one or the other
 once, at import, from :data:`NATIVE`.
 """
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proxy.apis import ConnectionScope
 from proxy.codec.frame import FrameSplitter
@@ -157,6 +157,19 @@ class ConnectionCore:
         if boundary_bytes and available > boundary_bytes and not self._response_splitter.remaining:
             return boundary_bytes
         return available
+
+    def reading_parts(self) -> tuple[FrameSplitter, FrameSplitter, Any, Any, Callable[[], bool], Callable[[], None]]:
+        """What :meth:`client_bytes` and :meth:`broker_bytes` use, for the socket code's shell
+        (:mod:`proxy.connection.shell`), which does what they do without a call each: the request and response
+        splitters, the request and response paths' loops (their ``pump``), and the request loop's two callables."""
+        return (
+            self._request_splitter,
+            self._response_splitter,
+            self.requests,
+            self.responses,
+            self._still_there,
+            self._send_local_answers,
+        )
 
     @property
     def at_frame_boundary(self) -> bool:

@@ -75,6 +75,7 @@ class Flow:
         "left",
         "_held",
         "unhindered",
+        "full_reads",
     )
 
     def __init__(self, max_inflight: int, response_timeout: int = 0, idle_timeout: int = 0) -> None:
@@ -99,17 +100,21 @@ class Flow:
         self.unheard = 0
         self.left = False  # the client was found gone before its requests were all forwarded: none more are
         self._held, self.unhindered = False, True  # what the reasons add up to, kept by _changed() for the hot path
+        self.full_reads = True  # nothing holds the next frame and reads are not kept small (read_size's first look)
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
     def _changed(self) -> None:
         """A reason was set or lifted, or bytes held back or replayed (called by every method that does; none on the
         hot path): :attr:`_held`, a reason that stops reading at the next frame boundary holds (every one but the
-        in-flight bound, which stops only a frame that comes past it: module doc), and :attr:`unhindered`, nothing
-        holds either side and nothing waits (the bound of requests aside): the hot path's first look."""
+        in-flight bound, which stops only a frame that comes past it: module doc), :attr:`unhindered`, nothing
+        holds either side and nothing waits (the bound of requests aside): the hot path's first look, and
+        :attr:`full_reads`, nothing holds the next frame and reads are not kept small: :meth:`read_size`'s (the
+        shell's, :mod:`proxy.connection.shell`)."""
         held = bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
         self._held = held
         self.unhindered = not (held or self._broker_full or self._read_ahead.data is not None)
+        self.full_reads = not (held or self._small_reads)
 
     def _paused_at_boundary(self) -> bool:
         """A reason that stops the next request frame from starting holds (the one pause condition)."""
@@ -129,6 +134,7 @@ class Flow:
         if self._small_reads:
             if self._read_ahead.data is None and not self._held:
                 self._small_reads = False  # the pause is over and nothing is held back: full reads again
+                self.full_reads = True
                 return available
             return min(available, THROTTLED_READ_BYTES)
         return available

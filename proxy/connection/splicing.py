@@ -161,8 +161,8 @@ class Splicer:
         self._client_fd = self._broker_fd = -1
         self.possible = False  # both sockets' fds are known and splice(2) may move between them
         # while possible, a read of either socket at a frame boundary takes at most this much (0: no bound), so that
-        # a large frame's rest is spliced, not read (the core applies it: ConnectionCore.read_size and
-        # response_read_size, with their one look at the frame being read)
+        # a large frame's rest is spliced, not read (the socket code's shell applies it with its one look at the frame
+        # being read: proxy.connection.shell; ConnectionCore.read_size and response_read_size likewise)
         self.boundary_read_bytes = 0
         self.request: Splice | None = None  # moving the rest of a request, client to broker
         self.response: Splice | None = None  # moving the rest of a response, broker to client

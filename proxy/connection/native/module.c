@@ -34,9 +34,21 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* configure_shell(throttled_read_bytes, splice_min_bytes): the sizes the shell compares with */
+static PyObject *configure_shell(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "configure_shell() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (shell_configure(args[0], args[1]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "the objects the hot path compares with and raises (proxy.connection.compiled hands them over at import)"},
+    {"configure_shell", (PyCFunction)(void (*)(void))configure_shell, METH_FASTCALL,
+     "the sizes the shell compares with (proxy.connection.shell hands them over at import)"},
     {NULL},
 };
 
@@ -74,7 +86,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (Four == NULL) return NULL;
     if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0 ||
         PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0 ||
-        PyType_Ready(&PlannerType) < 0)
+        PyType_Ready(&PlannerType) < 0 || PyType_Ready(&ShellType) < 0)
         return NULL;
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) return NULL;
@@ -83,7 +95,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0 ||
         PyModule_AddObjectRef(created, "Requests", (PyObject *)&RequestsType) < 0 ||
         PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0 ||
-        PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0) {
+        PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0 ||
+        PyModule_AddObjectRef(created, "Shell", (PyObject *)&ShellType) < 0) {
         Py_DECREF(created);
         return NULL;
     }

@@ -529,7 +529,7 @@ class FlowMachine(RuleBasedStateMachine):
 
     @invariant()
     def hot_path_checks_say_what_the_named_conditions_say(self):
-        """The values kept for the hot path (Flow.unhindered, Flow._held, updated on each event) and the checks written
+        """The values kept for the hot path (Flow.unhindered, Flow._held, Flow.full_reads, updated on each event) and the checks written
         out inline (Flow.start_frame's pause, Flow.read_size's order) agree with the named conditions in every state
         reached; read_size's reset of small reads is undone after each look."""
         if self.closed:
@@ -539,6 +539,7 @@ class FlowMachine(RuleBasedStateMachine):
         assert flow._held == held, "Flow._held disagrees with the reasons"
         named = not (flow._broker_full or flow._read_ahead.data is not None or held)
         assert flow.unhindered == named, "Flow.unhindered disagrees with the named conditions"
+        assert flow.full_reads == (not held and not flow._small_reads), "Flow.full_reads disagrees with its reasons"
         paused = held or len(flow._requests) >= flow.max_inflight
         assert flow.paused_at_boundary == paused
         if not flow.mid_frame:  # start_frame's own check says the same (a frame it starts is undone after the look)
@@ -547,10 +548,10 @@ class FlowMachine(RuleBasedStateMachine):
             flow._mid_frame, flow.unheard = False, unheard
         for available in (100, THROTTLED_READ_BYTES * 4):
             for remaining in {0, 7, self.core.request_remaining}:
-                small = flow._small_reads
+                small, full = flow._small_reads, flow.full_reads
                 expected = reference_read_size(flow, available, remaining)
                 assert flow.read_size(available, remaining) == expected, (available, remaining)
-                flow._small_reads = small
+                flow._small_reads, flow.full_reads = small, full
 
     def _expects(self, corr: int) -> bool:
         """The request gets an answer (an abandoned one never will)."""
