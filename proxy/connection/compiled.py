@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from proxy.apis.plan import PASS
+from proxy.apis.plan import PASS, ForwardRequest
 from proxy.apis.response_leg import NO_LEG
 from proxy.apis.usage import NO_USAGE
 from proxy.codec.errors import ProtocolError
@@ -48,6 +48,7 @@ def configure(module: ModuleType) -> None:
         tagged_fields,
         ApiMetrics,
         LATENCY_BUCKETS,
+        ForwardRequest,
     )
 
 

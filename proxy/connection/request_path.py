@@ -68,6 +68,10 @@ class _Decisions(_Over):
             raise _undecidable(header, exc) from None
         self._act(header, frame, entry, outcome, plan.abandon)
 
+    def _undecidable(self, header: RequestHeader, exc: ValueError) -> ProtocolError:
+        """The error for a request whose body its plan could not decide on (the twin's frame() raises it)."""
+        return _undecidable(header, exc)
+
     def _decided(self, header: RequestHeader, decide: Decide, body: memoryview) -> Outcome:
         try:
             return decide(body)

@@ -7,29 +7,42 @@ PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *Pass, *NoUsage, *Four, *Resp
 PyObject *ResponseHeaderLength, *TaggedFields;
 PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary;
 PyObject *ActStream, *ActBuffer, *ActDrop;
+PyObject *ForwardRequestClass;
 PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName, *AnsweredName,
     *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName,
     *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName, *LegName, *AbandonName,
     *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
-    *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName;
+    *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName, *DecideName, *HeaderLengthName, *ThenName,
+    *UndecidableName, *BodyName, *ActMethodName;
 
 /* configure(no_leg, protocol_error, no_usage_recorder, pass_, no_usage, header, frame, need_data,
  * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields, api_metrics_class,
- * latency_buckets) */
+ * latency_buckets, forward_request) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &Pass,
                           &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
                           &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop,
                           &ResponseHeaderLength, &TaggedFields};
+    /* ... then api_metrics_class and latency_buckets (counts.c's), then: */
+    PyObject **more[] = {&ForwardRequestClass};
+    Py_ssize_t m = (Py_ssize_t)(sizeof more / sizeof more[0]);
     Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
-    if (nargs != n + 2) {
-        PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n + 2, nargs);
+    if (nargs != n + 2 + m) {
+        PyErr_Format(PyExc_TypeError, "configure() takes %zd arguments (%zd given)", n + 2 + m, nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[n + 2])) {
+        PyErr_SetString(PyExc_TypeError, "configure(): forward_request is not a class");
         return NULL;
     }
     if (counts_configure(args[n], args[n + 1]) < 0) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_INCREF(args[i]);
         Py_XSETREF(*slots[i], args[i]);
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_INCREF(args[n + 2 + i]);
+        Py_XSETREF(*more[i], args[n + 2 + i]);
     }
     Py_RETURN_NONE;
 }
@@ -80,7 +93,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         intern(&MaxInflightName, "max_inflight") < 0 || intern(&StartFrameName, "start_frame") < 0 ||
         intern(&TakeRestName, "take_rest") < 0 || intern(&RewriteAloneName, "rewrite_alone") < 0 ||
         intern(&UnlessTaggedName, "unless_tagged") < 0 || intern(&ApiVersionName, "api_version") < 0 ||
-        intern(&ResponseText, "response") < 0)
+        intern(&ResponseText, "response") < 0 || intern(&DecideName, "decide") < 0 ||
+        intern(&HeaderLengthName, "header_length") < 0 || intern(&ThenName, "then") < 0 ||
+        intern(&UndecidableName, "_undecidable") < 0 || intern(&BodyName, "body") < 0 ||
+        intern(&ActMethodName, "_act") < 0)
         return NULL;
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;

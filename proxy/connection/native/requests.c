@@ -136,6 +136,109 @@ static int truth(PyObject *result) { /* a call's result as a bool: 1, 0, or -1 (
     return value;
 }
 
+/* the last two legs joined and their join reused, as _Decisions._join: ``leg`` then ``more`` (a new reference) */
+static PyObject *join(Requests *self, PyObject *leg, PyObject *more) {
+    PyObject *joined = self->joined;
+    if (PyTuple_GET_ITEM(joined, 0) == leg && PyTuple_GET_ITEM(joined, 1) == more)
+        return Py_NewRef(PyTuple_GET_ITEM(joined, 2));
+    PyObject *combined = call_method(ThenName, leg, more, NULL, NULL, 2);
+    if (combined == NULL) return NULL;
+    PyObject *kept = PyTuple_Pack(3, leg, more, combined);
+    if (kept == NULL) {
+        Py_DECREF(combined);
+        return NULL;
+    }
+    Py_XSETREF(self->joined, kept);
+    return combined;
+}
+
+/* A buffered request decided on its body the common way, as _Decisions.frame and _act decide it: not a raw token,
+ * its plan's decide set and no abandon, the outcome a ForwardRequest that keeps the body, adds no throttle and
+ * accounted for nothing: its leg joined to the entry's, the frame forwarded. Another outcome goes to _act, as frame()
+ * hands it on; a decide that raised ValueError is the ProtocolError the Python raises. 1: decided here; 0: not such a
+ * request, nothing done (frame() takes it); -1: an error. */
+static int decided(Requests *self, PyObject *header, PyObject *frame) {
+    PyObject *raw = PyObject_GetAttr(header, RawName);
+    if (raw == NULL) return -1;
+    int is_raw = PyObject_IsTrue(raw);
+    Py_DECREF(raw);
+    if (is_raw) return is_raw < 0 ? -1 : 0;
+    PyObject *plan = Py_NewRef(self->plan), *entry = NULL, *body = NULL, *outcome = NULL;
+    PyObject *decide = PyObject_GetAttr(plan, DecideName), *abandon = NULL;
+    int result = -1;
+    if (decide == NULL || (abandon = PyObject_GetAttr(plan, AbandonName)) == NULL) goto out;
+    if (decide == Py_None || abandon != Py_None) {
+        result = 0;
+        goto out;
+    }
+    Py_XSETREF(self->plan, Py_NewRef(Pass)); /* taken, as frame() takes them */
+    entry = self->entry;
+    self->entry = Py_NewRef(Py_None);
+    long long header_length;
+    if (long_attr(header, HeaderLengthName, &header_length) < 0) goto out;
+    PyObject *view = PyMemoryView_FromObject(frame);
+    if (view == NULL) goto out;
+    body = PySequence_GetSlice(view, (Py_ssize_t)header_length, PY_SSIZE_T_MAX);
+    Py_DECREF(view);
+    if (body == NULL) goto out;
+    outcome = PyObject_CallOneArg(decide, body);
+    Py_CLEAR(body); /* the frame's view let go at once, as the Python's temporary is */
+    if (outcome == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError)) { /* raise _undecidable(header, exc) from None */
+            PyObject *type, *exc, *traceback;
+            PyErr_Fetch(&type, &exc, &traceback);
+            PyErr_NormalizeException(&type, &exc, &traceback);
+            Py_XDECREF(type);
+            Py_XDECREF(traceback);
+            PyObject *error = call_method(UndecidableName, (PyObject *)self, header, exc, NULL, 3);
+            Py_XDECREF(exc);
+            if (error != NULL) {
+                PyException_SetCause(error, NULL);
+                PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+                Py_DECREF(error);
+            }
+        }
+        goto out;
+    }
+    if (Py_TYPE(outcome) == (PyTypeObject *)ForwardRequestClass) {
+        PyObject *kept = PyObject_GetAttr(outcome, BodyName);
+        PyObject *throttle = kept == NULL ? NULL : PyObject_GetAttr(outcome, ThrottleName);
+        PyObject *usage = throttle == NULL ? NULL : PyObject_GetAttr(outcome, UsageName);
+        int plain = usage != NULL && kept == Py_None && throttle == Py_None && usage == NoUsage;
+        Py_XDECREF(kept);
+        Py_XDECREF(throttle);
+        Py_XDECREF(usage);
+        if (usage == NULL) goto out;
+        if (plain) {
+            PyObject *more = PyObject_GetAttr(outcome, LegName);
+            if (more == NULL) goto out;
+            int failed = 0;
+            if (entry != Py_None && more != NoLeg) {
+                PyObject *leg = PyObject_GetAttr(entry, LegName);
+                PyObject *joined = leg == NULL ? NULL : join(self, leg, more);
+                Py_XDECREF(leg);
+                failed = joined == NULL || PyObject_SetAttr(entry, LegName, joined) < 0;
+                Py_XDECREF(joined);
+            }
+            Py_DECREF(more);
+            if (failed || done(PyObject_CallOneArg(self->forward, frame)) < 0) goto out;
+            result = 1;
+            goto out;
+        }
+    }
+    PyObject *args[] = {(PyObject *)self, header, frame, entry, outcome, Py_None};
+    if (done(PyObject_VectorcallMethod(ActMethodName, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == 0)
+        result = 1;
+out:
+    Py_XDECREF(outcome);
+    Py_XDECREF(body);
+    Py_XDECREF(entry);
+    Py_XDECREF(abandon);
+    Py_XDECREF(decide);
+    Py_DECREF(plan);
+    return result;
+}
+
 /* pump(splitter, still_there, send_local_answers): the events of the client's bytes the splitter holds, acted on
  * in the order a request brings them until it needs data (None) or the flow paused at a boundary (the bytes left, or
  * None if the client was found gone), as the core's _pull_requests. */
@@ -204,10 +307,12 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
                 Py_DECREF(header);
                 return NULL;
             }
-            PyObject *decided = call_method(FrameName, (PyObject *)self, header, value, NULL, 3);
+            int fast = decided(self, header, value);
+            PyObject *acted = fast ? (fast < 0 ? NULL : Py_NewRef(Py_None))
+                                   : call_method(FrameName, (PyObject *)self, header, value, NULL, 3);
             Py_DECREF(header);
             Py_DECREF(value);
-            if (done(decided) < 0 || send_local(self, send_local_answers) < 0 || ended(self) < 0) return NULL;
+            if (done(acted) < 0 || send_local(self, send_local_answers) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvSegment) {
             if (pass_value(self->forward, splitter) < 0) return NULL;
         } else { /* END */

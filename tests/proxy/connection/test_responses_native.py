@@ -70,6 +70,15 @@ def request(corr: int, spec) -> bytes:
     return frame(encode_request_header(0, 10, corr, "c") + body)
 
 
+PLAN_LEG = ResponseLeg(rewrite=lambda body: bytes(body) + b"plan")
+OUTCOME_LEG = ResponseLeg(rewrite=lambda body: bytes(body) + b"outcome")
+OTHER_LEG = ResponseLeg(rewrite=lambda body: bytes(body) + b"other")
+
+
+def undecidable(body):
+    raise ValueError("not this API's body")
+
+
 def throttle(ms):
     return None if ms is None else Throttle(ms, ms)
 
@@ -78,7 +87,10 @@ def throttle(ms):
 # "leg" (streamed, its answer rewritten: buffered back), "usage" (what planning accounted for, recorded), "hold"
 # (buffered, held 300 ms for a token the plan reserved, released if the client goes first), "local-header" (answered
 # at the header, the body dropped), "moved" (Produce v10 with cluster mode's node-endpoint leg: a rewrite alone, kept
-# unless the answer carries NodeEndpoints, which the broker adds to every other answer)
+# unless the answer carries NodeEndpoints, which the broker adds to every other answer); decided on the body:
+# "forward" (forwarded as it is), "forward-leg" and "forward-leg-2" (the plan's leg, then the outcome's, another
+# for each: the last join kept for the next request), "forward-body" (its body replaced), "forward-abandon" (with a
+# reservation released if the client goes first), "undecidable" (a body the decision cannot read: a ProtocolError)
 REQUEST = st.one_of(
     st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]), st.none() | st.just(300), st.none()),
     st.tuples(
@@ -86,7 +98,10 @@ REQUEST = st.one_of(
         st.just(1),
         st.none(),
         st.none() | st.just(200),
-        st.sampled_from([None, None, "local", "throttle", "lookup", "lookup-local", "leg", "usage", "hold"]),
+        st.sampled_from(
+            [None, None, "local", "throttle", "lookup", "lookup-local", "leg", "usage", "hold"]
+            + ["forward", "forward-leg", "forward-leg-2", "forward-body", "forward-abandon", "undecidable"]
+        ),
     ),
     st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.just("local-header")),
     st.tuples(st.just(0), st.just(10), st.just(1), st.none() | st.just(300), st.just("moved")),
@@ -166,6 +181,22 @@ class Side:
             return Plan(action=BUFFER, decide=lambda body: LookUp(3, 1, b"", then))
         if on_body == "leg":
             return Plan(leg=ResponseLeg(rewrite=lambda body: bytes(body) + b"rewritten"))
+        if on_body == "forward":
+            return Plan(action=BUFFER, decide=lambda body: ForwardRequest())
+        if on_body == "forward-leg":
+            return Plan(action=BUFFER, leg=PLAN_LEG, decide=lambda body: ForwardRequest(leg=OUTCOME_LEG))
+        if on_body == "forward-leg-2":
+            return Plan(action=BUFFER, leg=PLAN_LEG, decide=lambda body: ForwardRequest(leg=OTHER_LEG))
+        if on_body == "forward-abandon":
+            return Plan(
+                action=BUFFER,
+                decide=lambda body: ForwardRequest(),
+                abandon=lambda: self.metrics.append(("abandoned", corr)),
+            )
+        if on_body == "forward-body":
+            return Plan(action=BUFFER, decide=lambda body: ForwardRequest(body=bytes(body) + b"more"))
+        if on_body == "undecidable":
+            return Plan(action=BUFFER, decide=undecidable)
         if on_body == "usage":
             return Plan(usage=Usage(new_producer_ids=1 + corr))
         if on_body == "hold":
@@ -270,6 +301,20 @@ def vars_of(row) -> tuple:
     answers_acks0=False,
     usage=False,
     steps=[("client", 20), ("gone", 1)],
+    counts=False,
+)
+@example(  # two joins of one plan's leg with a different outcome's leg each: the second is not the first's
+    specs=[(3, 1, None, None, "forward-leg"), (3, 1, None, None, "forward-leg-2")],
+    answers_acks0=False,
+    usage=False,
+    steps=[],
+    counts=False,
+)
+@example(  # forwarded on its body, then the client goes: its reservation was released when it was forwarded
+    specs=[(3, 1, None, None, "forward-abandon"), (3, 1, None, None, "hold")],
+    answers_acks0=False,
+    usage=False,
+    steps=[("client", 1 << 20), ("gone", 1)],
     counts=False,
 )
 @given(
