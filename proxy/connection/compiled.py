@@ -25,6 +25,7 @@ from proxy.codec.skim import tagged_fields
 from proxy.ops.metrics import LATENCY_BUCKETS, ApiMetrics
 from proxy.ops.usage_table import NO_USAGE_RECORDER
 from quota.primitives.compiled import load_compiled
+from quota.primitives.decision import FORWARD
 
 
 def configure(module: ModuleType) -> None:
@@ -49,6 +50,7 @@ def configure(module: ModuleType) -> None:
         ApiMetrics,
         LATENCY_BUCKETS,
         ForwardRequest,
+        FORWARD,
     )
 
 

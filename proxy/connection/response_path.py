@@ -43,12 +43,17 @@ from proxy.codec.throttle import merge_throttle
 from proxy.connection.compiled import NATIVE
 from proxy.connection.inflight import InFlight
 from proxy.connection.response_frames import PureResponses
-from quota.primitives.decision import Throttle
+from quota.primitives.decision import Decision, Throttle, combined
 
 if TYPE_CHECKING:
     from proxy.session.sasl import SaslExchange
 
 _INT32 = struct.Struct(">i")
+
+
+def _unwritable(request: RequestHeader, exc: ValueError) -> ProtocolError:
+    """The error for a response its leg could not rewrite (or charge): a message not encodable in the version."""
+    return ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}")
 
 
 def _kept(leg: ResponseLeg, request: RequestHeader, body: memoryview) -> bool:
@@ -122,10 +127,44 @@ class _Legs(_Over):
                     )
                     body = merged if merged is not None else body
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
-            raise ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}") from None
+            raise _unwritable(request, exc) from None
         finally:
             if leg.accounted is not None:  # as the leg ran: the bucket and the usage log agree whatever follows
                 self._account(request, leg.accounted(lambda usage: self._account(request, usage)))
+        self._send_answer(entry, frame, header_length, body, throttle)
+
+    def _charged(
+        self,
+        entry: InFlight,
+        frame: Bytes,
+        header_length: int,
+        original: memoryview,
+        rewritten: bytes | None,
+        decision: Decision,
+    ) -> None:
+        """What :meth:`frame` does after its leg's charge for a leg that only rewrites and charges, the charge not a
+        plain forward (a throttle, a shadow one): the twin's pump runs such a leg itself up to the charge, then hands
+        the rest here."""
+        request = entry.header
+        body, throttle = rewritten, combined(None, decision)  # ResponseLeg.run's, from no throttle
+        try:
+            entry.throttle = throttle
+            if throttle is not None:
+                merged = merge_throttle(
+                    request.api_key,
+                    request.api_version,
+                    original if body is None else body,
+                    throttle.throttle_time_ms,
+                )
+                body = merged if merged is not None else body
+        except ValueError as exc:
+            raise _unwritable(request, exc) from None
+        self._send_answer(entry, frame, header_length, body, throttle)
+
+    def _send_answer(
+        self, entry: InFlight, frame: Bytes, header_length: int, body: bytes | None, throttle: Throttle | None
+    ) -> None:
+        """The buffered response, its body replaced by ``body`` unless None, to the client; its throttle acted on."""
         if body is not None:
             frame = _INT32.pack(header_length - 4 + len(body)) + bytes(frame[4:header_length]) + body
         self._sent = len(frame)

@@ -26,13 +26,15 @@ extern PyObject *ResponseText;                        /* "response" */
 extern PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary; /* the splitter's events */
 extern PyObject *ActStream, *ActBuffer, *ActDrop;                             /* and actions */
 extern PyObject *ForwardRequestClass; /* proxy.apis.ForwardRequest */
+extern PyObject *ForwardDecision;     /* quota.primitives.decision.FORWARD */
 /* interned attribute and method names */
 extern PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName,
     *AnsweredName, *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName,
     *StreamingName, *InflightName, *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName,
     *LegName, *AbandonName, *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName,
     *MaxInflightName, *StartFrameName, *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName,
-    *DecideName, *HeaderLengthName, *ThenName, *UndecidableName, *BodyName, *ActMethodName;
+    *DecideName, *HeaderLengthName, *ThenName, *UndecidableName, *BodyName, *ActMethodName, *ObserveName,
+    *SettleName, *AccountedName, *RecordResponseName, *RewriteName, *ChargedName;
 
 #define NOT_CONFIGURED_TEXT "proxy.connection._native is used through proxy.connection.compiled"
 #define CONFIGURED                                                                                                 \

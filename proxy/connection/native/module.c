@@ -7,24 +7,25 @@ PyObject *NoLeg, *ProtocolError, *NoUsageRecorder, *Pass, *NoUsage, *Four, *Resp
 PyObject *ResponseHeaderLength, *TaggedFields;
 PyObject *EvHeader, *EvFrame, *EvNeedData, *EvLastSegment, *EvSegment, *EvBoundary;
 PyObject *ActStream, *ActBuffer, *ActDrop;
-PyObject *ForwardRequestClass;
+PyObject *ForwardRequestClass, *ForwardDecision;
 PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *LookupName, *ResponseName, *AnsweredName,
     *SendReadyLocalName, *FrameName, *NextEventName, *ActName, *HeaderName, *ValueName, *StreamingName, *InflightName,
     *RequestName, *UsageName, *ActionName, *LocalResponseName, *ExpectsResponseName, *LegName, *AbandonName,
     *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
     *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName, *DecideName, *HeaderLengthName, *ThenName,
-    *UndecidableName, *BodyName, *ActMethodName;
+    *UndecidableName, *BodyName, *ActMethodName, *ObserveName, *SettleName, *AccountedName, *RecordResponseName,
+    *RewriteName, *ChargedName;
 
 /* configure(no_leg, protocol_error, no_usage_recorder, pass_, no_usage, header, frame, need_data,
  * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields, api_metrics_class,
- * latency_buckets, forward_request) */
+ * latency_buckets, forward_request, forward) */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject **slots[] = {&NoLeg,         &ProtocolError, &NoUsageRecorder, &Pass,
                           &NoUsage,       &EvHeader,      &EvFrame,         &EvNeedData, &EvLastSegment,
                           &EvSegment,     &EvBoundary,    &ActStream,       &ActBuffer, &ActDrop,
                           &ResponseHeaderLength, &TaggedFields};
     /* ... then api_metrics_class and latency_buckets (counts.c's), then: */
-    PyObject **more[] = {&ForwardRequestClass};
+    PyObject **more[] = {&ForwardRequestClass, &ForwardDecision};
     Py_ssize_t m = (Py_ssize_t)(sizeof more / sizeof more[0]);
     Py_ssize_t n = (Py_ssize_t)(sizeof slots / sizeof slots[0]);
     if (nargs != n + 2 + m) {
@@ -96,7 +97,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         intern(&ResponseText, "response") < 0 || intern(&DecideName, "decide") < 0 ||
         intern(&HeaderLengthName, "header_length") < 0 || intern(&ThenName, "then") < 0 ||
         intern(&UndecidableName, "_undecidable") < 0 || intern(&BodyName, "body") < 0 ||
-        intern(&ActMethodName, "_act") < 0)
+        intern(&ActMethodName, "_act") < 0 || intern(&ObserveName, "observe") < 0 ||
+        intern(&SettleName, "settle") < 0 || intern(&AccountedName, "accounted") < 0 ||
+        intern(&RecordResponseName, "record_response") < 0 || intern(&RewriteName, "rewrite") < 0 ||
+        intern(&ChargedName, "_charged") < 0)
         return NULL;
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;

@@ -186,6 +186,141 @@ done:
     return result;
 }
 
+/* a leg attribute that must be None for the charged path: 1 if it is, 0 if not, -1 on an error */
+static int unset(PyObject *leg, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(leg, name);
+    if (value == NULL) return -1;
+    Py_DECREF(value);
+    return value == Py_None;
+}
+
+/* ValueError from a leg's rewrite or charge: the ProtocolError the Python raises (_unwritable), from None */
+static void unwritable(PyObject *request) {
+    if (!PyErr_ExceptionMatches(PyExc_ValueError)) return;
+    PyObject *type, *exc, *traceback;
+    PyErr_Fetch(&type, &exc, &traceback);
+    PyErr_NormalizeException(&type, &exc, &traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    PyObject *api_key = PyObject_GetAttr(request, ApiKeyName);
+    PyObject *version = api_key == NULL ? NULL : PyObject_GetAttr(request, ApiVersionName);
+    PyObject *text = version == NULL ? NULL : PyUnicode_FromFormat("cannot rewrite %S v%S response: %S", api_key, version, exc);
+    Py_XDECREF(api_key);
+    Py_XDECREF(version);
+    Py_XDECREF(exc);
+    if (text == NULL) return;
+    PyObject *error = PyObject_CallOneArg(ProtocolError, text);
+    Py_DECREF(text);
+    if (error == NULL) return;
+    PyException_SetCause(error, NULL);
+    PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+    Py_DECREF(error);
+}
+
+/* A buffered response whose request's leg only rewrites and charges (no observer, settlement, accounting or lookup:
+ * a consumer Fetch under a byte-rate quota, with cluster mode's node endpoints) and no throttle: run as frame() and
+ * ResponseLeg.run run it: rewritten, charged on the size the client gets, then, when the charge is a plain forward,
+ * written (the rest, from the charge on, is _charged's). 1 if done, 0 if frame() is to run, -1 on an error. */
+static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
+    Entry *entry = self->current;
+    if (entry == NULL || entry->throttle != Py_None || entry->leg == NoLeg) return 0;
+    PyObject *leg = entry->leg;
+    PyObject *raw = PyObject_GetAttr(header, RawName);
+    if (raw == NULL) return -1;
+    int is_raw = PyObject_IsTrue(raw);
+    Py_DECREF(raw);
+    if (is_raw) return is_raw < 0 ? -1 : 0;
+    PyObject *names[] = {LookupName, ObserveName, SettleName, AccountedName};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int none = unset(leg, names[i]);
+        if (none <= 0) return none;
+    }
+    PyObject *record = PyObject_GetAttr(leg, RecordResponseName);
+    if (record == NULL) return -1;
+    if (record == Py_None) {
+        Py_DECREF(record);
+        return 0;
+    }
+    Py_INCREF(entry);
+    Py_INCREF(leg);
+    PyObject *request = entry->header, *api_key = NULL, *version = NULL, *length = NULL, *view = NULL;
+    PyObject *body = NULL, *rewrite = NULL, *rewritten = NULL, *decision = NULL, *answer = NULL;
+    int result = -1;
+    if ((api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto done;
+    if ((version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto done;
+    PyObject *length_args[] = {api_key, version, frame};
+    if ((length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto done;
+    Py_ssize_t header_length = PyLong_AsSsize_t(length);
+    if (header_length == -1 && PyErr_Occurred()) goto done;
+    Py_ssize_t frame_size = PyObject_Length(frame);
+    if (frame_size < 0) goto done;
+    if ((view = PyMemoryView_FromObject(frame)) == NULL) goto done;
+    if ((body = PySequence_GetSlice(view, header_length, PY_SSIZE_T_MAX)) == NULL) goto done;
+    if ((rewrite = PyObject_GetAttr(leg, RewriteName)) == NULL) goto done;
+    rewritten = rewrite == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(rewrite, body);
+    if (rewritten == NULL) {
+        unwritable(request);
+        goto done;
+    }
+    Py_buffer kept = {0};
+    if (rewritten != Py_None && PyObject_GetBuffer(rewritten, &kept, PyBUF_SIMPLE) < 0) goto done;
+    Py_ssize_t size = rewritten == Py_None ? frame_size - 4 : header_length - 4 + kept.len;
+    PyObject *nbytes = PyLong_FromSsize_t(size);
+    decision = nbytes == NULL ? NULL : PyObject_CallOneArg(record, nbytes);
+    Py_XDECREF(nbytes);
+    if (decision == NULL) {
+        if (rewritten != Py_None) PyBuffer_Release(&kept);
+        unwritable(request);
+        goto done;
+    }
+    if (decision != ForwardDecision) { /* a throttle (or a shadow one): the rest is the Python's */
+        if (rewritten != Py_None) PyBuffer_Release(&kept);
+        PyObject *args[] = {(PyObject *)self, (PyObject *)entry, frame, length, body, rewritten, decision};
+        result = done(PyObject_VectorcallMethod(ChargedName, args, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL));
+        if (result == 0) result = 1;
+        goto done;
+    }
+    if (rewritten == Py_None) {
+        answer = Py_NewRef(frame);
+    } else { /* the size, the broker's header, the new body: _send_answer's frame */
+        Py_buffer whole;
+        if (PyObject_GetBuffer(frame, &whole, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&kept);
+            goto done;
+        }
+        answer = PyBytes_FromStringAndSize(NULL, header_length + kept.len);
+        if (answer != NULL) {
+            char *out = PyBytes_AS_STRING(answer);
+            unsigned long long declared = (unsigned long long)(header_length - 4 + kept.len);
+            out[0] = (char)(declared >> 24), out[1] = (char)(declared >> 16), out[2] = (char)(declared >> 8);
+            out[3] = (char)declared;
+            memcpy(out + 4, (char *)whole.buf + 4, (size_t)(header_length - 4));
+            memcpy(out + header_length, kept.buf, (size_t)kept.len);
+        }
+        PyBuffer_Release(&whole);
+        PyBuffer_Release(&kept);
+        if (answer == NULL) goto done;
+    }
+    Py_ssize_t sent = PyObject_Length(answer);
+    if (sent < 0) goto done;
+    self->sent = sent;
+    if (done(PyObject_CallOneArg(self->write, answer)) == 0) result = 1;
+done:
+    Py_XDECREF(answer);
+    Py_XDECREF(decision);
+    Py_XDECREF(rewritten);
+    Py_XDECREF(rewrite);
+    Py_XDECREF(body);
+    Py_XDECREF(view);
+    Py_XDECREF(length);
+    Py_XDECREF(version);
+    Py_XDECREF(api_key);
+    Py_DECREF(record);
+    Py_DECREF(leg);
+    Py_DECREF(entry);
+    return result;
+}
+
 /* pump(splitter): the events of the broker's bytes the splitter holds, acted on in the order a response brings
  * them until it needs data; returns its streaming then (what the core's broker_bytes returns). */
 static PyObject *pump(Responses *self, PyObject *splitter) {
@@ -212,6 +347,7 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
                 return NULL;
             }
             int kept = kept_whole(self, value);
+            if (kept == 0) kept = charged_whole(self, header, value);
             if (kept < 0) {
                 Py_DECREF(header);
                 Py_DECREF(value);

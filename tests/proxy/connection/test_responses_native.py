@@ -31,7 +31,7 @@ from proxy.connection.presence import GONE, PRESENT
 from proxy.ops.metrics import ApiMetrics
 from proxy.ops.usage_table import NO_USAGE, UsageTable
 from proxy.session.session import Session
-from quota.primitives.decision import Throttle
+from quota.primitives.decision import FORWARD, Throttle
 from tests.proxy.connection.test_flow_machine import _SCOPE, request_frame, response_frame
 
 twin = pytest.importorskip("proxy.connection._native", reason="the C extension is not built here")
@@ -75,6 +75,20 @@ OUTCOME_LEG = ResponseLeg(rewrite=lambda body: bytes(body) + b"outcome")
 OTHER_LEG = ResponseLeg(rewrite=lambda body: bytes(body) + b"other")
 
 
+def charge(corr: int):
+    """A consumer byte rate's charge: mostly a plain forward, a throttle (applied, or shadow) by the size and request."""
+
+    def charged(nbytes: int):
+        turn = (nbytes + corr) % 5
+        return Throttle(250, 250) if turn == 0 else Throttle(90, 90, shadow=True) if turn == 1 else FORWARD
+
+    return charged
+
+
+def charge_failing(nbytes: int):
+    raise ValueError("not a charge this answer can take")
+
+
 def undecidable(body):
     raise ValueError("not this API's body")
 
@@ -90,7 +104,10 @@ def throttle(ms):
 # unless the answer carries NodeEndpoints, which the broker adds to every other answer); decided on the body:
 # "forward" (forwarded as it is), "forward-leg" and "forward-leg-2" (the plan's leg, then the outcome's, another
 # for each: the last join kept for the next request), "forward-body" (its body replaced), "forward-abandon" (with a
-# reservation released if the client goes first), "undecidable" (a body the decision cannot read: a ProtocolError)
+# reservation released if the client goes first), "undecidable" (a body the decision cannot read: a ProtocolError);
+# "charged" (streamed, its answer buffered back for a leg that may rewrite it and charges its size: mostly a plain
+# forward, else a throttle, applied or shadow), "charged-observed" (the same with an observer), "charged-failing" (a
+# charge that cannot be made: a ProtocolError)
 REQUEST = st.one_of(
     st.tuples(st.just(0), st.sampled_from([5, 7]), st.sampled_from([1, 1, 0]), st.none() | st.just(300), st.none()),
     st.tuples(
@@ -101,6 +118,7 @@ REQUEST = st.one_of(
         st.sampled_from(
             [None, None, "local", "throttle", "lookup", "lookup-local", "leg", "usage", "hold"]
             + ["forward", "forward-leg", "forward-leg-2", "forward-body", "forward-abandon", "undecidable"]
+            + ["charged", "charged", "charged-observed", "charged-failing"]
         ),
     ),
     st.tuples(st.just(3), st.just(1), st.none(), st.none(), st.just("local-header")),
@@ -185,6 +203,18 @@ class Side:
             return Plan(action=BUFFER, decide=lambda body: ForwardRequest())
         if on_body == "forward-leg":
             return Plan(action=BUFFER, leg=PLAN_LEG, decide=lambda body: ForwardRequest(leg=OUTCOME_LEG))
+        if on_body == "charged":  # a rewrite (or none) and a charge, as a consumer Fetch's leg in cluster mode
+            rewrite = (lambda body: bytes(body) + b"trimmed") if corr % 3 else None
+            return Plan(leg=ResponseLeg(rewrite=rewrite, record_response=charge(corr)))
+        if on_body == "charged-observed":
+            return Plan(
+                leg=ResponseLeg(
+                    observe=lambda body: self.metrics.append(("observed", corr, bytes(body))),
+                    record_response=charge(corr),
+                )
+            )
+        if on_body == "charged-failing":
+            return Plan(leg=ResponseLeg(rewrite=lambda body: None, record_response=charge_failing))
         if on_body == "forward-leg-2":
             return Plan(action=BUFFER, leg=PLAN_LEG, decide=lambda body: ForwardRequest(leg=OTHER_LEG))
         if on_body == "forward-abandon":
@@ -315,6 +345,14 @@ def vars_of(row) -> tuple:
     answers_acks0=False,
     usage=False,
     steps=[("client", 1 << 20), ("gone", 1)],
+    counts=False,
+)
+@example(  # answers charged: plain forwards, applied and shadow throttles, rewritten or not, an observer, a failure
+    specs=[(3, 1, None, None, "charged")] * 7
+    + [(3, 1, None, None, "charged-observed"), (3, 1, None, None, "charged-failing")],
+    answers_acks0=False,
+    usage=True,
+    steps=[("client", 1 << 20), ("broker", 1 << 20), ("tick", 300)] * 3,
     counts=False,
 )
 @given(
