@@ -72,6 +72,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         )
         splices = self.splices
         self._writes = WriteBatch(splices.write_client, splices.write_broker, splices.send_client, splices.send_broker)
+        splices.attach_writes(self._writes)  # each side straight to its transport while no splice owns it
         self.core = ConnectionCore(
             ctx.scope,
             self.session,

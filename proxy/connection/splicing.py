@@ -21,6 +21,7 @@ so half-closes and lost connections take their ordinary paths. A connection that
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from proxy.codec.primitives import Bytes
@@ -54,6 +55,12 @@ class StreamingCore(Protocol):
     def requests_passed(self, nbytes: int) -> None: ...  # the streamed request's bytes reached the broker unread
 
     def responses_passed(self, nbytes: int) -> None: ...
+
+
+class Routed(Protocol):
+    """The writes a splicer routes (:meth:`proxy.connection.write_batch.PureWriteBatch.route`)."""
+
+    def route(self, client: bool, write: Callable[[Bytes], None], send: Callable[[list[Bytes]], None]) -> None: ...
 
 
 class SpliceEvents(Protocol):
@@ -135,6 +142,7 @@ class Splicer:
         "request",
         "response",
         "_later",
+        "_writes",
     )
 
     # set by attach_client and attach_broker, before anything is read from either socket (so before any write)
@@ -168,22 +176,46 @@ class Splicer:
         self.response: Splice | None = None  # moving the rest of a response, broker to client
         # writes asked for while a splice owns their socket (to the broker?, the bytes): sent after it, in order
         self._later: tuple[tuple[bool, bytes], ...] = ()
+        self._writes: Routed | None = None  # the connection's write batch, routed by attach_writes
 
     # -- the sockets -----------------------------------------------------------------------------------------------
 
     def attach_core(self, core: StreamingCore) -> None:
         self._core = core
 
+    def attach_writes(self, writes: Routed) -> None:
+        """The connection's writes (:class:`proxy.connection.write_batch.PureWriteBatch`), made with this splicer's
+        ``write_*`` and ``send_*``: from now on each side of it is routed straight to its transport while no splice
+        owns that socket, and back through this splicer while one does (a Python call fewer per write)."""
+        self._writes = writes
+
+    def _route(self, client: bool) -> None:
+        """Route a side of the writes (see :meth:`attach_writes`) as its socket is now: spliced or not."""
+        writes = self._writes
+        if writes is None:
+            return
+        if client:
+            if self.response is None:
+                writes.route(True, self._client.write, self._client.writelines)
+            else:
+                writes.route(True, self.write_client, self.send_client)
+        elif self.request is None:
+            writes.route(False, self._broker.transport.write, self._broker.transport.writelines)
+        else:
+            writes.route(False, self.write_broker, self.send_broker)
+
     def attach_client(self, transport: asyncio.Transport) -> None:
         self._client = transport
         self._client_fd = self._fd(transport)
         self._set_possible(self._client_fd >= 0 <= self._broker_fd)
+        self._route(True)
 
     def attach_broker(self, upstream: UpstreamConnection) -> None:
         """``upstream``: the :class:`~proxy.connection.broker_socket.UpstreamConnection`, connected."""
         self._broker = upstream
         self._broker_fd = self._fd(upstream.transport)
         self._set_possible(self._client_fd >= 0 <= self._broker_fd)
+        self._route(False)
 
     def _set_possible(self, possible: bool) -> None:
         self.possible = possible
@@ -248,6 +280,7 @@ class Splicer:
             )
             if splice is not None:  # None: out of fds for the pipe; this frame is copied
                 self.request = splice
+                self._route(False)
                 self._client.pause_reading()
                 splice.start()
 
@@ -265,6 +298,7 @@ class Splicer:
             )
             if splice is not None:
                 self.response = splice
+                self._route(True)
                 self._broker.transport.pause_reading()
                 splice.start()
 
@@ -283,10 +317,12 @@ class Splicer:
 
     def _requests_spliced(self, moved: int, failure: Failure | None) -> None:
         self.request = None
+        self._route(False)  # (what waited goes first: _ended sends it before anything else can write)
         self._ended(REQUEST, moved, failure)
 
     def _responses_spliced(self, moved: int, failure: Failure | None) -> None:
         self.response = None
+        self._route(True)
         self._ended(RESPONSE, moved, failure)
 
     def _ended(self, direction: str, moved: int, failure: Failure | None) -> None:
@@ -320,7 +356,7 @@ class Splicer:
         self._client_fd = self._broker_fd = -1
         self._later = ()
         # the references back to the connection dropped (its transports stay, closing)
-        self._core, self._events = _NO_CORE, _NO_EVENTS
+        self._core, self._events, self._writes = _NO_CORE, _NO_EVENTS, None
 
 
 def _ignore(*_args: object) -> None:

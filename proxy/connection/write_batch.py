@@ -63,6 +63,17 @@ class PureWriteBatch:
         else:
             queued.append(data)
 
+    def route(self, client: bool, write: Write, send: Send) -> None:
+        """From now on write to the client (or the broker) with ``write`` and ``send`` (a splicer routes a side
+        straight to its transport while no splice owns the socket: :meth:`proxy.connection.splicing.Splicer.attach_writes`);
+        nothing once closed."""
+        if self._write_client is _dropped:
+            return
+        if client:
+            self._write_client, self._send_client = write, send
+        else:
+            self._write_broker, self._send_broker = write, send
+
     def close(self) -> None:
         """The connection closed, what was queued sent: the references back to it dropped (no cycle keeps it), and
         any later write with them."""

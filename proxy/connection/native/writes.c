@@ -107,6 +107,25 @@ static PyObject *batch_send(WriteBatch *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* route(client, write, send): a side's callables from now on (nothing once closed) */
+static PyObject *batch_route(WriteBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "route() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (self->write_client == NULL) Py_RETURN_NONE;
+    int client = PyObject_IsTrue(args[0]);
+    if (client < 0) return NULL;
+    if (client) {
+        Py_XSETREF(self->write_client, Py_NewRef(args[1]));
+        Py_XSETREF(self->send_client, Py_NewRef(args[2]));
+    } else {
+        Py_XSETREF(self->write_broker, Py_NewRef(args[1]));
+        Py_XSETREF(self->send_broker, Py_NewRef(args[2]));
+    }
+    Py_RETURN_NONE;
+}
+
 /* close(): the connection closed, what was queued sent: the references back to it dropped, and any later write */
 static PyObject *batch_close_method(WriteBatch *self, PyObject *unused) {
     batch_clear(self);
@@ -118,6 +137,7 @@ static PyMethodDef batch_methods[] = {
     {"client", (PyCFunction)batch_client, METH_O, "a write to the client: queued, or written at once"},
     {"broker", (PyCFunction)batch_broker, METH_O, "a write to the broker: queued, or written at once"},
     {"send", (PyCFunction)batch_send, METH_NOARGS, "what was queued sent, the broker's first"},
+    {"route", (PyCFunction)(void (*)(void))batch_route, METH_FASTCALL, "a side's write and send from now on"},
     {"close", (PyCFunction)batch_close_method, METH_NOARGS, "every later write dropped, the references let go"},
     {NULL},
 };

@@ -14,6 +14,7 @@ import pytest
 
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES, splice_supported
 from proxy.connection.splicing import Splicer
+from proxy.connection.write_batch import PureWriteBatch
 from tests.harness import new_loop, tcp_pair
 
 pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")
@@ -51,6 +52,10 @@ class Transport:
         self.sock.setblocking(True)
         self.sock.sendall(data)
         self.sock.setblocking(False)
+
+    def writelines(self, frames) -> None:
+        for data in frames:
+            self.write(data)
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -106,13 +111,19 @@ class Counter:
 class Wired:
     """A splicer between a client socket and a broker socket; ``client_peer``/``broker_peer`` are the far ends."""
 
-    def __init__(self, loop, enabled: bool = True) -> None:
+    def __init__(self, loop, enabled: bool = True, writes: bool = False) -> None:
         self.client_peer, client = tcp_pair()
         broker, self.broker_peer = tcp_pair()
         self.client, self.broker = Transport(client), Transport(broker)
         self.core, self.events, self.counter = Core(), Events(loop), Counter()
         self.splicer = Splicer(loop, self.events, enabled=enabled, spliced_bytes=self.counter, listener="L")
         self.splicer.attach_core(self.core)
+        if writes:  # the connection's write batch, as the client connection makes and attaches it
+            splicer = self.splicer
+            self.writes = PureWriteBatch(
+                splicer.write_client, splicer.write_broker, splicer.send_client, splicer.send_broker
+            )
+            splicer.attach_writes(self.writes)
         self.splicer.attach_client(self.client)
         self.splicer.attach_broker(Upstream(self.broker))
 
@@ -148,6 +159,36 @@ def test_a_request_rest_is_spliced_writes_wait_for_it_and_the_core_is_told() -> 
     assert wired.counter.counts == {("L", "request"): len(rest)}
     assert wired.events.log == [("read",), ("ended", "request")]
     assert wired.splicer.request is None
+    wired.close()
+    loop.close()
+
+
+def test_writes_go_straight_to_each_transport_and_through_the_splicer_only_while_a_splice_owns_the_socket() -> None:
+    loop = new_loop("uvloop")
+    wired = Wired(loop, writes=True)
+    batch, splicer = wired.writes, wired.splicer
+    rest = os.urandom(2 * SPLICE_MIN_BYTES + 12345)
+
+    async def main():
+        assert batch._write_broker == wired.broker.write and batch._write_client == wired.client.write
+        assert batch._send_broker == wired.broker.writelines and batch._send_client == wired.client.writelines
+        wired.core.request_streaming = len(rest)
+        splicer.after_client_read()
+        assert batch._write_broker == splicer.write_broker and batch._send_broker == splicer.send_broker
+        assert batch._write_client == wired.client.write  # the client's socket is not the splice's
+        batch.broker(b"next")  # waits for the splice
+        assert batch.start(False)
+        batch.broker(b"more")  # so does a batch of writes
+        batch.broker(b"again")
+        batch.send()
+        await loop.sock_sendall(wired.client_peer, rest)
+        assert await asyncio.wait_for(wired.events.ended, 10) == "request"
+        assert batch._write_broker == wired.broker.write  # straight again
+        batch.broker(b"then")
+        return await recv_exactly(loop, wired.broker_peer, len(rest) + 17)
+
+    got = loop.run_until_complete(asyncio.wait_for(main(), 30))
+    assert got == rest + b"nextmoreagainthen"
     wired.close()
     loop.close()
 

@@ -1,5 +1,6 @@
 """The C twin of the write batch (proxy/connection/native/writes.c) against its reference, ``PureWriteBatch``: the
-same random events (batches started for one side or both, writes to either side, sends, a close) through both, and
+same random events (batches started for one side or both, writes to either side, sends, a side routed to other
+callables, a close) through both, and
 every write and send each made, in order, with what it was handed, the same; so are the answers of ``start`` and the
 errors raised. The sockets' callables may act on the batch while they are called, as a socket event caused by a write
 would (a nested batch started and sent, a write, the connection closed), or raise. Skipped where the extension is not
@@ -25,6 +26,7 @@ OPS = st.lists(
         st.tuples(st.sampled_from(["client", "broker"]), REACTIONS),
         st.tuples(st.just("send")),
         st.tuples(st.just("close")),
+        st.tuples(st.just("route"), st.booleans()),
     ),
     max_size=40,
 )
@@ -80,6 +82,9 @@ def run(cls: type, ops: list[tuple]) -> list:
                 getattr(batch, op[0])(at)
             elif op[0] == "send":
                 batch.send()
+            elif op[0] == "route":  # a side's callables from now on (as a splice starts or ends)
+                routed = "client" if op[1] else "broker"
+                batch.route(op[1], write(f"{routed} routed {at}"), send(f"{routed} routed {at}"))
             else:
                 batch.close()
         except Broken as exc:
