@@ -199,7 +199,8 @@ class Flow:
 
     def start_frame(self) -> bool:
         """Asked at a request frame boundary before its first byte is taken: False while a reason pauses reading
-        there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
+        there; True means the frame has started (reading goes on, back-pressure aside, until it ends). The C request
+        loop (proxy/connection/native/requests.c) does the same with these attributes, calling this only to raise."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
         if self._held or len(self._requests) >= self.max_inflight:  # _paused_at_boundary, inline
@@ -223,6 +224,7 @@ class Flow:
         self._changed()
 
     def frame_ended(self) -> None:
+        """The request frame's last byte is read (the C request loop sets ``_mid_frame`` itself, as this does)."""
         if not self._mid_frame:
             raise FlowError("a request frame ended that never started")
         self._mid_frame = False

@@ -34,7 +34,7 @@ extern PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName,
     *LegName, *AbandonName, *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName,
     *MaxInflightName, *StartFrameName, *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName,
     *DecideName, *HeaderLengthName, *ThenName, *UndecidableName, *BodyName, *ActMethodName, *ObserveName,
-    *SettleName, *AccountedName, *RecordResponseName, *RewriteName, *ChargedName;
+    *SettleName, *AccountedName, *RecordResponseName, *RewriteName, *ChargedName, *MidFrameName, *HeldName;
 
 #define NOT_CONFIGURED_TEXT "proxy.connection._native is used through proxy.connection.compiled"
 #define CONFIGURED                                                                                                 \

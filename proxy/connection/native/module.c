@@ -14,7 +14,7 @@ PyObject *AcksName, *CorrelationIdName, *RawName, *SizeName, *ApiKeyName, *Looku
     *ThrottleName, *ThrottleMethodName, *FrameEndedName, *ProbeName, *UnheardName, *MaxInflightName, *StartFrameName,
     *TakeRestName, *RewriteAloneName, *UnlessTaggedName, *ApiVersionName, *DecideName, *HeaderLengthName, *ThenName,
     *UndecidableName, *BodyName, *ActMethodName, *ObserveName, *SettleName, *AccountedName, *RecordResponseName,
-    *RewriteName, *ChargedName;
+    *RewriteName, *ChargedName, *MidFrameName, *HeldName;
 
 /* configure(no_leg, protocol_error, no_usage_recorder, pass_, no_usage, header, frame, need_data,
  * last_segment, segment, boundary, stream, buffer, drop, response_header_length, tagged_fields, api_metrics_class,
@@ -100,7 +100,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         intern(&ActMethodName, "_act") < 0 || intern(&ObserveName, "observe") < 0 ||
         intern(&SettleName, "settle") < 0 || intern(&AccountedName, "accounted") < 0 ||
         intern(&RecordResponseName, "record_response") < 0 || intern(&RewriteName, "rewrite") < 0 ||
-        intern(&ChargedName, "_charged") < 0)
+        intern(&ChargedName, "_charged") < 0 || intern(&MidFrameName, "_mid_frame") < 0 ||
+        intern(&HeldName, "_held") < 0)
         return NULL;
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;

@@ -102,9 +102,42 @@ static PyObject *header_method(Requests *self, PyObject *header) {
     return header_of(self, header);
 }
 
-/* ended: the request frame's last byte is read (and forwarded, when streamed). */
+/* Flow.start_frame, its checks and two attributes here (the flow's own method raises where a frame is already
+ * started: called then): 1 started, 0 paused at the boundary, -1 an error. ``unheard``: the flow's, just read. */
+static int start_frame(Requests *self, long long unheard, long long max_inflight) {
+    PyObject *flow = self->flow;
+    PyObject *mid = PyObject_GetAttr(flow, MidFrameName);
+    if (mid == NULL) return -1;
+    Py_DECREF(mid);
+    if (mid != Py_False) { /* a frame started inside another: the FlowError is the flow's to raise */
+        PyObject *result = call_method(StartFrameName, flow, NULL, NULL, NULL, 1);
+        if (result == NULL) return -1;
+        int started = PyObject_IsTrue(result);
+        Py_DECREF(result);
+        return started;
+    }
+    PyObject *held = PyObject_GetAttr(flow, HeldName);
+    if (held == NULL) return -1;
+    Py_DECREF(held);
+    if (held != Py_False || self->queue->count >= max_inflight) return 0; /* _held or at the bound */
+    PyObject *count = PyLong_FromLongLong(unheard + 1);
+    if (count == NULL) return -1;
+    int failed = PyObject_SetAttr(flow, MidFrameName, Py_True) < 0 || PyObject_SetAttr(flow, UnheardName, count) < 0;
+    Py_DECREF(count);
+    return failed ? -1 : 1;
+}
+
+/* ended: the request frame's last byte is read (and forwarded, when streamed). Flow.frame_ended's attribute set
+ * here (the flow's own method raises where no frame was started: called then). */
 static int ended(Requests *self) {
-    if (done(call_method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) return -1;
+    PyObject *mid = PyObject_GetAttr(self->flow, MidFrameName);
+    if (mid == NULL) return -1;
+    Py_DECREF(mid);
+    if (mid == Py_True) {
+        if (PyObject_SetAttr(self->flow, MidFrameName, Py_False) < 0) return -1;
+    } else if (done(call_method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) {
+        return -1;
+    }
     if (!self->queue->probe_wanted) return 0;
     long long now;
     if (clock_ns(self->clock, &now) < 0) return -1;
@@ -276,7 +309,8 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
                     Py_RETURN_NONE;
                 }
             }
-            int started = truth(call_method(StartFrameName, self->flow, NULL, NULL, NULL, 1));
+            if (unheard >= max_inflight && long_attr(self->flow, UnheardName, &unheard) < 0) return NULL;
+            int started = start_frame(self, unheard, max_inflight);
             if (started < 0) return NULL;
             if (!started) {
                 PyObject *rest = call_method(TakeRestName, splitter, NULL, NULL, NULL, 1);

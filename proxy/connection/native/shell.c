@@ -22,7 +22,7 @@ typedef struct {
 static PyObject *ViewName, *RemainingName, *FullReadsName, *ReadSizeName, *BoundaryReadBytesName, *ReceiveName,
     *PumpName, *HoldBackName, *GetWriteBufferSizeName, *HandOffName, *PossibleName, *AfterClientReadName,
     *AfterBrokerReadName, *ReadClientName, *FrameErrorName, *OnFirstReplyName, *RepliedName, *BrokerDataName,
-    *BrokerErrorName, *UnhinderedName, *MidFrameName, *AtBoundSinceName, *BoundChangedName, *TimeName,
+    *BrokerErrorName, *UnhinderedName, *AtBoundSinceName, *BoundChangedName, *TimeName,
     *ApplyStateName, *StartName, *SendName, *LastReadName, *TimeoutsName, *ReadingPartsName, *EntriesName,
     *RequestText, *Zero;
 static Py_ssize_t ThrottledReadBytes = -1, SpliceMinBytes = -1;
@@ -33,14 +33,14 @@ int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes) 
     const char *names[] = {"view", "remaining", "full_reads", "read_size", "boundary_read_bytes", "receive", "pump",
                            "hold_back", "get_write_buffer_size", "hand_off", "possible", "after_client_read",
                            "after_broker_read", "_read_client", "_frame_error", "on_first_reply", "replied",
-                           "broker_data", "_broker_error", "unhindered", "_mid_frame", "at_bound_since",
+                           "broker_data", "_broker_error", "unhindered", "at_bound_since",
                            "bound_changed", "time", "_apply_state", "start", "send", "last_read", "timeouts",
                            "reading_parts", "entries", "request"};
     PyObject **slots[] = {&ViewName, &RemainingName, &FullReadsName, &ReadSizeName, &BoundaryReadBytesName,
                           &ReceiveName, &PumpName, &HoldBackName, &GetWriteBufferSizeName, &HandOffName,
                           &PossibleName, &AfterClientReadName, &AfterBrokerReadName, &ReadClientName,
                           &FrameErrorName, &OnFirstReplyName, &RepliedName, &BrokerDataName, &BrokerErrorName,
-                          &UnhinderedName, &MidFrameName, &AtBoundSinceName, &BoundChangedName, &TimeName,
+                          &UnhinderedName, &AtBoundSinceName, &BoundChangedName, &TimeName,
                           &ApplyStateName, &StartName, &SendName, &LastReadName, &TimeoutsName, &ReadingPartsName,
                           &EntriesName, &RequestText};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
