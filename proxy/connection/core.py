@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy.apis import ConnectionScope
 from proxy.codec.frame import FrameSplitter
@@ -34,6 +34,7 @@ from proxy.codec.header import (
 )
 from proxy.codec.primitives import Bytes
 from proxy.codec.produce_prefix import parse_request_prefix
+from proxy.connection.compiled import NATIVE
 from proxy.connection.flow import Flow
 from proxy.connection.own_work import Done, Spawn, Start
 from proxy.connection.presence import PRESENT
@@ -116,30 +117,21 @@ class ConnectionCore:
         # pass-through path): the internal topics are fixed for the port, the producer-id quota follows the table
         internal = bool(scope.quotas.internal_topics)
         pids = scope.quotas.producer_ids
-
-        def parse_request(buf: Bytes) -> RequestHeader:
-            sasl = session.sasl
-            if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
-                return parse_raw_sasl_request(buf, session.request_limit)
-            limit = session.request_limit
-            if limit < max_request_bytes:  # a SASL listener, before the broker accepted an authentication
-                return parse_request_prefix(
-                    buf,
-                    limit,
-                    internal or pids.enabled,
-                    "sasl.server.max.receive.size (before SASL authentication)",
-                    max_header_bytes,
-                )
-            return parse_request_prefix(buf, max_request_bytes, internal or pids.enabled, max_header=max_header_bytes)
-
-        def parse_response(buf: Bytes) -> ResponseHeader:
-            sasl = session.sasl
-            if sasl is not None and sasl.raw_responses:
-                return parse_raw_sasl_response(buf, max_response_bytes)
-            return parse_response_prefix(buf, max_response_bytes)
-
-        self._request_splitter = FrameSplitter(parse_request, gated=True)
-        self._response_splitter = FrameSplitter(parse_response)
+        parse_request = request_parser(session, max_request_bytes, internal, pids, max_header_bytes)
+        parse_response = response_parser(session, max_response_bytes)
+        if NATIVE is not None:  # their common case without a Python frame (proxy/connection/native/parsers.c)
+            self._request_splitter = FrameSplitter(
+                NATIVE.HeaderParser(
+                    session, parse_request, parse_request_prefix, max_request_bytes, internal, pids, max_header_bytes
+                ),
+                gated=True,
+            )
+            self._response_splitter = FrameSplitter(
+                NATIVE.HeaderParser(session, parse_response, parse_response_prefix, max_response_bytes)
+            )
+        else:
+            self._request_splitter = FrameSplitter(parse_request, gated=True)
+            self._response_splitter = FrameSplitter(parse_response)
 
     def read_size(self, available: int, boundary_bytes: int = 0) -> int:
         """How much of a read buffer of ``available`` bytes the next client read may fill; at a frame boundary no
@@ -315,6 +307,48 @@ class ConnectionCore:
         self.requests.client_gone()
         self._request_splitter.close()
         self._response_splitter.close()
+
+
+class _Enabled(Protocol):
+    enabled: bool
+
+
+def request_parser(
+    session: Session, max_request_bytes: int, internal: bool, pids: _Enabled, max_header_bytes: int
+) -> Callable[[Bytes], RequestHeader]:
+    """What the request splitter calls at each frame's header: the session's raw SASL tokens, its frames bounded as
+    Kafka bounds them before an authentication, then the listener's; the Produce prefix read when the proxy's
+    internal topics are guarded (``internal``) or the producer-id quota is on (``pids.enabled``, as the table says
+    now). Its common case is the C twin's (``proxy.connection._native.HeaderParser``), every other this."""
+
+    def parse_request(buf: Bytes) -> RequestHeader:
+        sasl = session.sasl
+        if sasl is not None and sasl.raw_requests:  # after SaslHandshake v0: raw tokens
+            return parse_raw_sasl_request(buf, session.request_limit)
+        limit = session.request_limit
+        if limit < max_request_bytes:  # a SASL listener, before the broker accepted an authentication
+            return parse_request_prefix(
+                buf,
+                limit,
+                internal or pids.enabled,
+                "sasl.server.max.receive.size (before SASL authentication)",
+                max_header_bytes,
+            )
+        return parse_request_prefix(buf, max_request_bytes, internal or pids.enabled, max_header=max_header_bytes)
+
+    return parse_request
+
+
+def response_parser(session: Session, max_response_bytes: int) -> Callable[[Bytes], ResponseHeader]:
+    """What the response splitter calls at each frame's header (:func:`request_parser`'s counterpart)."""
+
+    def parse_response(buf: Bytes) -> ResponseHeader:
+        sasl = session.sasl
+        if sasl is not None and sasl.raw_responses:
+            return parse_raw_sasl_response(buf, max_response_bytes)
+        return parse_response_prefix(buf, max_response_bytes)
+
+    return parse_response
 
 
 class _ClosedCore:

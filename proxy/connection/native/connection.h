@@ -4,7 +4,8 @@
  * (proxy.connection.response_frames.PureResponses); requests.c: the request path's per-request methods and the client
  * side's event loop (proxy.connection.request_frames.PureRequests); writes.c: the writes queued while a read is split
  * (proxy.connection.write_batch.PureWriteBatch); planner.c: proxy.apis.plan_request's common path; shell.c: what the
- * event loop calls at every read (proxy.connection.shell.PureShell); counts.c: the per-API counts; module.c: the
+ * event loop calls at every read (proxy.connection.shell.PureShell); parsers.c: the core's header parsers' common
+ * case; counts.c: the per-API counts; module.c: the
  * module, configured once by proxy.connection.compiled with the Python objects the parts compare with and raise. */
 
 #ifndef CONNECTION_NATIVE_H
@@ -65,7 +66,8 @@ typedef struct {
     char probe_sent, probe_wanted;
 } Queue;
 
-extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType, WriteBatchType, PlannerType, ShellType;
+extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType, WriteBatchType, PlannerType, ShellType,
+    HeaderParserType;
 
 /* shell.c: the two sizes it compares with (configure_shell()'s, module.c); 0, or -1 with an error set */
 int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes);

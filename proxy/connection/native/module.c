@@ -107,7 +107,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (Four == NULL) return NULL;
     if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0 ||
         PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0 ||
-        PyType_Ready(&PlannerType) < 0 || PyType_Ready(&ShellType) < 0)
+        PyType_Ready(&PlannerType) < 0 || PyType_Ready(&ShellType) < 0 ||
+        PyType_Ready(&HeaderParserType) < 0)
         return NULL;
     PyObject *created = PyModule_Create(&module);
     if (created == NULL) return NULL;
@@ -117,7 +118,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(created, "Requests", (PyObject *)&RequestsType) < 0 ||
         PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0 ||
         PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0 ||
-        PyModule_AddObjectRef(created, "Shell", (PyObject *)&ShellType) < 0) {
+        PyModule_AddObjectRef(created, "Shell", (PyObject *)&ShellType) < 0 ||
+        PyModule_AddObjectRef(created, "HeaderParser", (PyObject *)&HeaderParserType) < 0) {
         Py_DECREF(created);
         return NULL;
     }
