@@ -56,6 +56,19 @@ def _unwritable(request: RequestHeader, exc: ValueError) -> ProtocolError:
     return ProtocolError(f"cannot rewrite {request.api_key} v{request.api_version} response: {exc}")
 
 
+def _with_throttle(
+    request: RequestHeader, original: memoryview, body: bytes | None, throttle: Throttle | None
+) -> bytes | None:
+    """The response's new body (None: the broker's stays) with ``throttle`` merged into its ``throttle_time_ms``
+    (a version without the field keeps ``body``); raises ValueError when it cannot be encoded."""
+    if throttle is None:
+        return body
+    merged = merge_throttle(
+        request.api_key, request.api_version, original if body is None else body, throttle.throttle_time_ms
+    )
+    return merged if merged is not None else body
+
+
 def _kept(leg: ResponseLeg, request: RequestHeader, body: memoryview) -> bool:
     """The leg's rewrite would keep the broker's ``body``: it lacks the tag the rewrite looks for
     (:attr:`ResponseLeg.unless_tagged`), found without calling it."""
@@ -118,14 +131,7 @@ class _Legs(_Over):
                     throttle,
                 )
                 entry.throttle = throttle
-                if throttle is not None:
-                    merged = merge_throttle(
-                        request.api_key,
-                        request.api_version,
-                        original if body is None else body,
-                        throttle.throttle_time_ms,
-                    )
-                    body = merged if merged is not None else body
+                body = _with_throttle(request, original, body, throttle)
         except ValueError as exc:  # the rewritten message cannot be encoded in the client's version
             raise _unwritable(request, exc) from None
         finally:
@@ -149,14 +155,7 @@ class _Legs(_Over):
         body, throttle = rewritten, combined(None, decision)  # ResponseLeg.run's, from no throttle
         try:
             entry.throttle = throttle
-            if throttle is not None:
-                merged = merge_throttle(
-                    request.api_key,
-                    request.api_version,
-                    original if body is None else body,
-                    throttle.throttle_time_ms,
-                )
-                body = merged if merged is not None else body
+            body = _with_throttle(request, original, body, throttle)
         except ValueError as exc:
             raise _unwritable(request, exc) from None
         self._send_answer(entry, frame, header_length, body, throttle)

@@ -133,6 +133,40 @@ static PyObject *ended_method(Responses *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* What frame() reads of a buffered response first: its request's api_key and version, its header's length (the
+ * number and its value) and the body after it (a view of the frame). */
+typedef struct {
+    PyObject *api_key, *version, *length, *body;
+    Py_ssize_t header_length;
+} Parts;
+
+static void parts_release(Parts *parts) { /* the body released here: the frame's export with it */
+    Py_CLEAR(parts->body);
+    Py_CLEAR(parts->length);
+    Py_CLEAR(parts->version);
+    Py_CLEAR(parts->api_key);
+}
+
+/* 0, or -1 with an error set and nothing held */
+static int parts_of(PyObject *request, PyObject *frame, Parts *parts) {
+    *parts = (Parts){0};
+    if ((parts->api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto failed;
+    if ((parts->version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto failed;
+    PyObject *length_args[] = {parts->api_key, parts->version, frame};
+    if ((parts->length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto failed;
+    parts->header_length = PyLong_AsSsize_t(parts->length);
+    if (parts->header_length == -1 && PyErr_Occurred()) goto failed;
+    PyObject *view = PyMemoryView_FromObject(frame);
+    if (view == NULL) goto failed;
+    parts->body = PySequence_GetSlice(view, parts->header_length, PY_SSIZE_T_MAX);
+    Py_DECREF(view);
+    if (parts->body == NULL) goto failed;
+    return 0;
+failed:
+    parts_release(parts);
+    return -1;
+}
+
 /* A buffered response whose request's leg is a rewrite alone that keeps the broker's body (it lacks the tag the
  * rewrite looks for: ResponseLeg.unless_tagged) and no throttle: written as it is, as the pure frame() does for it,
  * without calling it. 1 if written, 0 if frame() is to run, -1 on an error (frame()'s own for these bytes). */
@@ -150,18 +184,14 @@ static int kept_whole(Responses *self, PyObject *frame) {
         Py_DECREF(tag);
         return 0;
     }
-    PyObject *request = entry->header, *api_key = NULL, *version = NULL, *length = NULL, *body = NULL;
-    PyObject *view = NULL, *tags = NULL;
+    Parts parts;
+    PyObject *tags = NULL;
     int result = -1;
-    if ((api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto done;
-    if ((version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto done;
-    PyObject *length_args[] = {api_key, version, frame};
-    if ((length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto done;
-    Py_ssize_t header_length = PyLong_AsSsize_t(length);
-    if (header_length == -1 && PyErr_Occurred()) goto done;
-    if ((view = PyMemoryView_FromObject(frame)) == NULL) goto done;
-    if ((body = PySequence_GetSlice(view, header_length, PY_SSIZE_T_MAX)) == NULL) goto done;
-    PyObject *tag_args[] = {api_key, ResponseText, version, body};
+    if (parts_of(entry->header, frame, &parts) < 0) {
+        Py_DECREF(tag);
+        return -1;
+    }
+    PyObject *tag_args[] = {parts.api_key, ResponseText, parts.version, parts.body};
     if ((tags = PyObject_Vectorcall(TaggedFields, tag_args, 4, NULL)) == NULL) goto done;
     int moved = PySequence_Contains(tags, tag);
     if (moved != 0) {
@@ -177,12 +207,8 @@ static int kept_whole(Responses *self, PyObject *frame) {
     result = 1;
 done:
     Py_DECREF(tag);
-    Py_XDECREF(api_key);
-    Py_XDECREF(version);
-    Py_XDECREF(length);
     Py_XDECREF(tags);
-    Py_XDECREF(body); /* the views are ours alone: freed, and the frame's export released, here */
-    Py_XDECREF(view);
+    parts_release(&parts);
     return result;
 }
 
@@ -243,19 +269,19 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
     }
     Py_INCREF(entry);
     Py_INCREF(leg);
-    PyObject *request = entry->header, *api_key = NULL, *version = NULL, *length = NULL, *view = NULL;
-    PyObject *body = NULL, *rewrite = NULL, *rewritten = NULL, *decision = NULL, *answer = NULL;
+    PyObject *request = entry->header, *rewrite = NULL, *rewritten = NULL, *decision = NULL, *answer = NULL;
     int result = -1;
-    if ((api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto done;
-    if ((version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto done;
-    PyObject *length_args[] = {api_key, version, frame};
-    if ((length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto done;
-    Py_ssize_t header_length = PyLong_AsSsize_t(length);
-    if (header_length == -1 && PyErr_Occurred()) goto done;
+    Parts parts;
+    if (parts_of(request, frame, &parts) < 0) {
+        Py_DECREF(record);
+        Py_DECREF(leg);
+        Py_DECREF(entry);
+        return -1;
+    }
+    PyObject *body = parts.body, *length = parts.length;
+    Py_ssize_t header_length = parts.header_length;
     Py_ssize_t frame_size = PyObject_Length(frame);
     if (frame_size < 0) goto done;
-    if ((view = PyMemoryView_FromObject(frame)) == NULL) goto done;
-    if ((body = PySequence_GetSlice(view, header_length, PY_SSIZE_T_MAX)) == NULL) goto done;
     if ((rewrite = PyObject_GetAttr(leg, RewriteName)) == NULL) goto done;
     rewritten = rewrite == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(rewrite, body);
     if (rewritten == NULL) {
@@ -310,11 +336,7 @@ done:
     Py_XDECREF(decision);
     Py_XDECREF(rewritten);
     Py_XDECREF(rewrite);
-    Py_XDECREF(body);
-    Py_XDECREF(view);
-    Py_XDECREF(length);
-    Py_XDECREF(version);
-    Py_XDECREF(api_key);
+    parts_release(&parts);
     Py_DECREF(record);
     Py_DECREF(leg);
     Py_DECREF(entry);

@@ -277,21 +277,25 @@ static int batch_sent(PyObject *writes, PyObject *started) {
     return send ? done(call_method(SendName, writes, NULL, NULL, NULL, 1)) : 0;
 }
 
+/* the batch sent while an error is raised (the finally of the pure one's try): that error goes on, or the one the
+ * send raised, as in Python; NULL */
+static PyObject *sent_raising(PyObject *writes, PyObject *started) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (batch_sent(writes, started) < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return NULL;
+    }
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
 /* a ProtocolError raised while splitting: the connection (as it was when the read began) told (``name``, with
  * ``arg`` first if given), the batch sent after it; anything else raised goes on after the batch is sent */
 static PyObject *split_failed(PyObject *conn, PyObject *writes, PyObject *started, PyObject *name, PyObject *arg) {
-    if (!PyErr_ExceptionMatches(ProtocolError)) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        if (batch_sent(writes, started) < 0) { /* raised in the finally: that one goes on, as in Python */
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(traceback);
-            return NULL;
-        }
-        PyErr_Restore(type, value, traceback);
-        return NULL;
-    }
+    if (!PyErr_ExceptionMatches(ProtocolError)) return sent_raising(writes, started);
     PyObject *type, *exc, *traceback;
     PyErr_Fetch(&type, &exc, &traceback);
     PyErr_NormalizeException(&type, &exc, &traceback);
@@ -299,18 +303,7 @@ static PyObject *split_failed(PyObject *conn, PyObject *writes, PyObject *starte
     Py_XDECREF(traceback);
     PyObject *told = arg == NULL ? call_method(name, conn, exc, NULL, NULL, 2) : call_method(name, conn, arg, exc, NULL, 3);
     Py_DECREF(exc);
-    if (told == NULL) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        if (batch_sent(writes, started) < 0) {
-            Py_XDECREF(t);
-            Py_XDECREF(v);
-            Py_XDECREF(tb);
-            return NULL;
-        }
-        PyErr_Restore(t, v, tb);
-        return NULL;
-    }
+    if (told == NULL) return sent_raising(writes, started);
     Py_DECREF(told);
     if (batch_sent(writes, started) < 0) return NULL;
     Py_RETURN_NONE;

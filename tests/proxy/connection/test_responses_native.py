@@ -2,7 +2,9 @@
 per-frame methods and their event loops, the per-API counts) against the pure classes, a whole connection core at a
 time: two cores, one over each, get the same client requests (streamed, buffered and answered locally, throttled at
 the header or on the body, decided after a lookup of the proxy's own, held with a reservation, with a response leg
-that rewrites the answer, Produce v10 with cluster mode's node-endpoint leg; acks=0 Produce), the same broker answers
+that rewrites the answer, Produce v10 with cluster mode's node-endpoint leg; acks=0 Produce; decided on the body to be
+forwarded, with legs joined; answers rewritten and charged by their leg, throttled by the charge or not), the same
+broker answers
 (from a broker that answers acks=0 or stays silent), every stream cut anywhere, clients that half-close or vanish,
 and the same clock; after every step both wrote the same bytes to each side, counted the same responses with the
 same latencies in the API metrics (a log of the calls, or the proxy's own ApiMetrics, which the twin adds to itself)

@@ -20,9 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.loader import parse_config
-from proxy.apis import PASS, AnswerLocally, ConnectionScope, ForwardRequest, HoldFor, Plan
-from proxy.cluster.topics import Topics
+from proxy.apis import PASS, AnswerLocally, ForwardRequest, HoldFor, Plan
 from proxy.codec.errors import ProtocolError
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import encode_request_header, encode_response_header, frame
@@ -31,23 +29,16 @@ from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.core import ConnectionCore
 from proxy.connection.shell import PureShell
 from proxy.connection.write_batch import WriteBatch
-from proxy.enforcement.proxy_quotas import ProxyQuotas
 from proxy.session.session import Session
 from quota.primitives.decision import Throttle
 from tests.fakes import NULL_API_METRICS
+from tests.proxy.connection.test_flow_machine import _SCOPE
 
 twin = pytest.importorskip("proxy.connection._native", reason="the C extension is not built here")
 compiled.configure(twin)  # as proxy.connection.compiled does when it chooses the extension
 twin.configure_shell(64 * 1024, 64 * 1024)  # as proxy.connection.shell does
 
 _I32 = struct.Struct(">i")
-_SCOPE = ConnectionScope(
-    None,
-    Topics(),
-    ProxyQuotas(
-        parse_config({"upstream": {"bootstrap_servers": ["b:1"]}, "listeners": [{"name": "L", "bind": "h:2"}]})
-    ).home,
-)
 KINDS = ["pass", "pass", "pass", "throttle", "local", "hold"]  # what the planner makes of a request
 
 
