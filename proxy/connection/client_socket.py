@@ -97,15 +97,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         # what the event loop calls at each read of either socket, and the flow's state applied after every event
         # (proxy.connection.shell): given to the loop as this protocol's own, before its transport is made
         self.shell = shell = Shell(
-            self,
-            self.core,
-            ctx.request_buffer,
-            ctx.response_buffer,
-            self._writes,
-            splices,
-            self._counted,
-            self._loop,
-            time.monotonic_ns,
+            self, self.core, ctx, self._writes, splices, self._counted, self._loop, time.monotonic_ns
         )
         self.get_buffer = shell.client_buffer  # type: ignore[method-assign]
         self.buffer_updated = shell.client_read  # type: ignore[method-assign]

@@ -99,22 +99,18 @@ class Flow:
         # asks if it is still there, so a client gone with many requests pipelined costs the broker that many at most
         self.unheard = 0
         self.left = False  # the client was found gone before its requests were all forwarded: none more are
-        self._held, self.unhindered = False, True  # what the reasons add up to, kept by _changed() for the hot path
-        self.full_reads = True  # nothing holds the next frame and reads are not kept small (read_size's first look)
+        self._held, self.unhindered, self.full_reads = False, True, True  # kept by _changed() for the hot path
 
     # -- what the socket code applies ---------------------------------------------------------------------------
 
     def _changed(self) -> None:
         """A reason was set or lifted, or bytes held back or replayed (called by every method that does; none on the
-        hot path): :attr:`_held`, a reason that stops reading at the next frame boundary holds (every one but the
-        in-flight bound, which stops only a frame that comes past it: module doc), :attr:`unhindered`, nothing
-        holds either side and nothing waits (the bound of requests aside): the hot path's first look, and
-        :attr:`full_reads`, nothing holds the next frame and reads are not kept small: :meth:`read_size`'s (the
-        shell's, :mod:`proxy.connection.shell`)."""
+        hot path): :attr:`_held`, a reason that stops reading at the next boundary holds (all but the in-flight
+        bound, which stops only a frame that comes past it: module doc); :attr:`unhindered`, nothing holds either side
+        and nothing waits (the bound of requests aside); :attr:`full_reads`, not held and reads not kept small."""
         held = bool(self._muted_until or self._throttled or self._deciding or self._responses_full or self._draining)
-        self._held = held
+        self._held, self.full_reads = held, not (held or self._small_reads)
         self.unhindered = not (held or self._broker_full or self._read_ahead.data is not None)
-        self.full_reads = not (held or self._small_reads)
 
     def _paused_at_boundary(self) -> bool:
         """A reason that stops the next request frame from starting holds (the one pause condition)."""
@@ -133,8 +129,7 @@ class Flow:
             return min(available, THROTTLED_READ_BYTES)
         if self._small_reads:
             if self._read_ahead.data is None and not self._held:
-                self._small_reads = False  # the pause is over and nothing is held back: full reads again
-                self.full_reads = True
+                self._small_reads, self.full_reads = False, True  # the pause is over, none held back: full reads
                 return available
             return min(available, THROTTLED_READ_BYTES)
         return available
@@ -199,8 +194,7 @@ class Flow:
 
     def start_frame(self) -> bool:
         """Asked at a request frame boundary before its first byte is taken: False while a reason pauses reading
-        there; True means the frame has started (reading goes on, back-pressure aside, until it ends). The C request
-        loop (proxy/connection/native/requests.c) does the same with these attributes, calling this only to raise."""
+        there; True means the frame has started (reading goes on, back-pressure aside, until it ends)."""
         if self._mid_frame:
             raise FlowError("a request frame started inside another")
         if self._held or len(self._requests) >= self.max_inflight:  # _paused_at_boundary, inline
@@ -224,7 +218,6 @@ class Flow:
         self._changed()
 
     def frame_ended(self) -> None:
-        """The request frame's last byte is read (the C request loop sets ``_mid_frame`` itself, as this does)."""
         if not self._mid_frame:
             raise FlowError("a request frame ended that never started")
         self._mid_frame = False

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy.codec.errors import ProtocolError
 from proxy.connection.buffers import SharedReadBuffer
@@ -40,6 +40,16 @@ if TYPE_CHECKING:
     from proxy.connection.splicing import Splicer
 
 NOT_OPEN, OPEN, CLOSED = 0, 1, 2  # the shell's state: reads take the common path only while OPEN
+
+
+class ReadBuffers(Protocol):
+    """Where the reads of a listener's connections go (its context's two shared buffers)."""
+
+    @property
+    def request_buffer(self) -> SharedReadBuffer: ...
+
+    @property
+    def response_buffer(self) -> SharedReadBuffer: ...
 
 
 class PureShell:
@@ -73,8 +83,7 @@ class PureShell:
         self,
         conn: Any,
         core: ConnectionCore,
-        request_buffer: SharedReadBuffer,
-        response_buffer: SharedReadBuffer,
+        buffers: ReadBuffers,
         writes: WriteBatch,
         splices: Splicer,
         counted: Counted,
@@ -83,7 +92,8 @@ class PureShell:
     ) -> None:
         """``conn``: the :class:`~proxy.connection.client_socket.ClientConnection` whose methods take the other
         cases (``_read_client``, ``broker_data``, ``_frame_error``, ``_broker_error``, ``_apply_state``); ``clock``:
-        the connection's (ns), which the core reads too."""
+        the connection's (ns), which the core reads too; ``buffers``: the listener's context, whose shared read buffers
+        the reads fill."""
         self._conn = conn
         flow = core.flow
         self._flow = flow
@@ -93,8 +103,8 @@ class PureShell:
         self._request_splitter, self._response_splitter = parts[0], parts[1]
         self._requests, self._responses = parts[2], parts[3]
         self._still_there, self._send_local_answers = parts[4], parts[5]
-        self._request_buffer = request_buffer
-        self._response_buffer = response_buffer
+        self._request_buffer = buffers.request_buffer
+        self._response_buffer = buffers.response_buffer
         self._writes = writes
         self._splices = splices
         self._counted = counted

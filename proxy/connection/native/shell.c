@@ -103,19 +103,20 @@ static void shell_dealloc(Shell *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Shell(conn, core, request_buffer, response_buffer, writes, splices, counted, loop, clock) */
+/* Shell(conn, core, buffers, writes, splices, counted, loop, clock) */
 static int shell_init(Shell *self, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"conn",    "core",    "request_buffer", "response_buffer", "writes",
-                            "splices", "counted", "loop",           "clock",           NULL};
-    PyObject *conn, *core, *request_buffer, *response_buffer, *writes, *splices, *counted, *loop, *clock;
+    static char *names[] = {"conn", "core", "buffers", "writes", "splices", "counted", "loop", "clock", NULL};
+    PyObject *conn, *core, *buffers, *writes, *splices, *counted, *loop, *clock;
     if (ThrottledReadBytes < 0) {
         PyErr_SetString(PyExc_RuntimeError, NOT_CONFIGURED_TEXT);
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO", names, &conn, &core, &request_buffer,
-                                     &response_buffer, &writes, &splices, &counted, &loop, &clock))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO", names, &conn, &core, &buffers, &writes, &splices,
+                                     &counted, &loop, &clock))
         return -1;
     shell_clear(self);
+    if ((self->request_buffer = PyObject_GetAttrString(buffers, "request_buffer")) == NULL) return -1;
+    if ((self->response_buffer = PyObject_GetAttrString(buffers, "response_buffer")) == NULL) return -1;
     PyObject *parts = call_method(ReadingPartsName, core, NULL, NULL, NULL, 1);
     if (parts == NULL) return -1;
     if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 6) {
@@ -143,8 +144,6 @@ static int shell_init(Shell *self, PyObject *args, PyObject *kwargs) {
     if (long_attr(self->flow, MaxInflightName, &max_inflight) < 0) return -1;
     self->max_inflight = (Py_ssize_t)max_inflight;
     self->conn = Py_NewRef(conn);
-    self->request_buffer = Py_NewRef(request_buffer);
-    self->response_buffer = Py_NewRef(response_buffer);
     self->writes = Py_NewRef(writes);
     self->splices = Py_NewRef(splices);
     self->counted = Py_NewRef(counted);

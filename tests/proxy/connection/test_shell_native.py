@@ -90,16 +90,15 @@ class Rig:
             idle_timeout_ns=60 * 10**9,
         )
         self.flow = self.core.flow
-        self.requests_buffer = Buffer(self, "request", 256 * 1024)
-        self.responses_buffer = Buffer(self, "response", 256 * 1024)
+        self.request_buffer = Buffer(self, "request", 256 * 1024)  # the rig stands for the listener's context too
+        self.response_buffer = Buffer(self, "response", 256 * 1024)
         self.splices = Splices(self)
         self.counted = Counted(self)
         self.upstream = Upstream(self)
         self.shell = cls(
             self,
             self.core,
-            self.requests_buffer,
-            self.responses_buffer,
+            self,
             self.writes,
             self.splices,
             self.counted,
