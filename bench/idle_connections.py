@@ -4,7 +4,10 @@ Tansu and the proxy (its own process, default settings) run as in bench/evasion.
 plain TCP connections to the proxy and leaves them idle (no request); the proxy opens one to Tansu for each. When
 the proxy reports them all active (``active_connections``) and holds a broker socket for each (its open file
 descriptors), its resident set size is read; the growth over the same proxy with no client, divided by the number,
-is the cost of one idle connection (target: <= 20 KiB). Each count runs against a fresh proxy.
+is the cost of one idle connection (target: <= 20 KiB). The listener admits connections at its setup pace (a setup
+slot is held until the broker first answers, or its time is up: idle connections take the slot's time), so the wait
+for them grows with the count; a count not all set up within it is said to be not measured, its figure per
+connection set up. Each count runs against a fresh proxy.
 
 Descriptors: the proxy holds two per connection. The soft and hard RLIMIT_NOFILE of this process and of the proxy
 and Tansu it starts are raised to ``--nofile`` (default 65536; raising the hard limit needs root, otherwise the
@@ -73,7 +76,9 @@ def measure(count: int) -> dict:
         began = time.monotonic()
         for _ in range(count):
             sockets.append(socket.create_connection(("127.0.0.1", p.port)))
-        deadline = time.monotonic() + 120
+        # the listener sets connections up SETUPS_AT_ONCE at a time, each holding its slot until the broker first
+        # answers it or the slot's time is up: idle ones are admitted at about that pace, so the wait grows with count
+        deadline = time.monotonic() + 120 + count / 20
         while time.monotonic() < deadline:
             if (
                 p.metric("kafka_quota_proxy_active_connections") >= count + 10
@@ -113,12 +118,15 @@ def main() -> None:
             )
             count = fits
         r = measure(count)
-        per = (r["after_kib"] - r["base_kib"]) / count
+        active = int(r["active"])
+        per = (r["after_kib"] - r["base_kib"]) / max(active, 1)  # what the proxy holds is for those it set up
+        verdict = "met" if per <= TARGET_KIB else "MISSED"
+        if active < count:
+            verdict = f"not measured: {count - active:,} connections were not set up in time"
         print(
-            f"{count:,} idle connections ({r['active']:,.0f} active in the proxy, {r['fds']:,} more descriptors, "
+            f"{count:,} idle connections ({active:,} active in the proxy, {r['fds']:,} more descriptors, "
             f"opened in {r['opened_s']:.1f} s): proxy RSS {r['base_kib'] / 1024:.1f} -> {r['after_kib'] / 1024:.1f} "
-            f"MiB, {per:.1f} KiB per connection (target <= {TARGET_KIB:.0f} KiB): "
-            + ("met" if per <= TARGET_KIB else "MISSED")
+            f"MiB, {per:.1f} KiB per active connection (target <= {TARGET_KIB:.0f} KiB): {verdict}"
         )
 
 
