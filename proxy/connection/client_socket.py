@@ -170,30 +170,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         return True
 
     def _read_client(self, nbytes: int) -> None:
-        """Bytes read from the client before the connection is open (a TLS client's, read before the pause took,
-        its broker connection not open yet: held back), which the shell hands here; what its ``client_read`` does, in
-        every state."""
+        """Bytes read from the client before the connection is open, which the shell hands here: a TLS client's, its
+        broker connection not open yet, read before the pause took (uvloop may); held back till it is open."""
         self.flow.client_read(time.monotonic_ns())  # the idle timeout starts anew
-        buffer = self.ctx.request_buffer
-        data = buffer.view[:nbytes]
-        if self.life.state is State.AWAITING_BROKER:  # read before the pause took (uvloop may): held back till open
-            self.flow.hold_back(data)
-            return
-        batch = self._writes.start(True)
-        try:
-            streaming = self.core.client_bytes(data)
-        except ProtocolError as exc:
-            self._frame_error("request", exc)
-            return
-        finally:
-            if batch:
-                self._writes.send()
-        upstream = self.upstream
-        if upstream is not None and upstream.transport.get_write_buffer_size():
-            buffer.hand_off(nbytes)  # the broker transport may keep a reference to what it could not send yet
-        elif streaming >= SPLICE_MIN_BYTES and self.splices.possible:  # (the splicer looks again)
-            self.splices.after_client_read()
-        self._apply()
+        self.flow.hold_back(self.ctx.request_buffer.view[:nbytes])
 
     def eof_received(self) -> bool:
         """The client is done sending: pass the half-close on, so the broker still processes (and answers)

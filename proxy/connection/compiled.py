@@ -5,10 +5,10 @@ rule (:func:`quota.primitives.compiled.load_compiled`: ``KAFKA_QUOTA_PROXY_PURE_
 Its parts are twins of pure classes kept as their references: the in-flight queue
 (:class:`proxy.connection.inflight.PureInFlightQueue`), the response path's per-response methods with the broker
 side's event loop (:class:`proxy.connection.response_frames.PureResponses`) and the request path's per-request methods
-with the client side's (:class:`proxy.connection.request_frames.PureRequests`) and the writes queued while a read is
+with the client side's (:class:`proxy.connection.request_frames.PureRequests`), the writes queued while a read is
 split (:class:`proxy.connection.write_batch.PureWriteBatch`) and what the event loop calls at every read
-(:class:`proxy.connection.shell.PureShell`, which hands the twin its sizes itself). Each choosing module binds its class to one or the other
-once, at import, from :data:`NATIVE`.
+(:class:`proxy.connection.shell.PureShell`, which hands the twin its sizes itself). Each choosing module binds its
+class to one or the other once, at import, from :data:`NATIVE`.
 """
 
 from __future__ import annotations

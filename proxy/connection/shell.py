@@ -5,9 +5,9 @@ asyncio calls ``get_buffer`` and ``buffer_updated`` for every read (uvloop: once
 these are the connection's most frequent calls. :class:`~proxy.connection.client_socket.ClientConnection` and its
 :class:`~proxy.connection.broker_socket.UpstreamConnection` hand the loop this object's methods as their own
 (:meth:`PureShell.client_buffer`, :meth:`~PureShell.client_read`, :meth:`~PureShell.broker_buffer`,
-:meth:`~PureShell.broker_read`), which do in one call what the connection, its core and its flow did in several
-(:meth:`~proxy.connection.core.ConnectionCore.read_size`, :meth:`~proxy.connection.core.ConnectionCore.client_bytes`
-and the flow's ``read_size``, for instance, their logic unchanged). The common case is an open connection: both
+:meth:`~PureShell.broker_read`), each one call through the core's (:meth:`~proxy.connection.core.ConnectionCore.read_size`,
+:meth:`~proxy.connection.core.ConnectionCore.client_bytes` and their broker-side pair); the C twin does what those
+do itself, with the parts :meth:`~proxy.connection.core.ConnectionCore.reading_parts` gives it. The common case is an open connection: both
 sockets attached (:meth:`PureShell.open`), not closed. A read before it (a TLS client's before its broker connection
 opened, the broker's before the client socket is wrapped) goes to the connection's own methods, which handle every
 state; after the close, reads do nothing (the buffers are given whole, as the core's stand-in for a closed one gives
@@ -55,15 +55,8 @@ class ReadBuffers(Protocol):
 class PureShell:
     __slots__ = (
         "_conn",
+        "_core",
         "_flow",
-        "_queue",
-        "_max_inflight",
-        "_request_splitter",
-        "_response_splitter",
-        "_requests",
-        "_responses",
-        "_still_there",
-        "_send_local_answers",
         "_request_buffer",
         "_response_buffer",
         "_writes",
@@ -95,14 +88,8 @@ class PureShell:
         the connection's (ns), which the core reads too; ``buffers``: the listener's context, whose shared read buffers
         the reads fill."""
         self._conn = conn
-        flow = core.flow
-        self._flow = flow
-        self._queue = flow.inflight.entries  # its entries, read for their number
-        self._max_inflight = flow.max_inflight
-        parts = core.reading_parts()
-        self._request_splitter, self._response_splitter = parts[0], parts[1]
-        self._requests, self._responses = parts[2], parts[3]
-        self._still_there, self._send_local_answers = parts[4], parts[5]
+        self._core = core
+        self._flow = core.flow
         self._request_buffer = buffers.request_buffer
         self._response_buffer = buffers.response_buffer
         self._writes = writes
@@ -137,8 +124,7 @@ class PureShell:
             return
         was_open = self.state == OPEN
         self.state = CLOSED
-        del self._conn, self._flow, self._queue, self._request_splitter, self._response_splitter
-        del self._requests, self._responses, self._still_there, self._send_local_answers
+        del self._conn, self._core, self._flow
         del self._writes, self._splices, self._counted, self._loop, self._clock
         self._upstream = None
         if was_open:
@@ -151,20 +137,9 @@ class PureShell:
         view = self._request_buffer.view
         if self.state == CLOSED:
             return view
-        available = len(view)
-        remaining = self._request_splitter.remaining
-        flow = self._flow
-        if flow.full_reads:  # Flow.read_size when nothing holds the next frame and reads are not kept small
-            if remaining or len(self._queue) < self._max_inflight:
-                size = available
-            else:  # at the bound: read on, little (what comes waits)
-                size = min(available, THROTTLED_READ_BYTES)
-        else:
-            size = flow.read_size(available, remaining)
-        boundary = self._splices.boundary_read_bytes  # splicing: at a boundary no more than this
-        if boundary and size > boundary and not remaining:
-            size = boundary
-        return view if size == available else view[:size]
+        # at a frame boundary, while splicing is possible, a small read: a large frame's rest is spliced, not read
+        size = self._core.read_size(len(view), self._splices.boundary_read_bytes)
+        return view if size == len(view) else view[:size]
 
     def client_read(self, nbytes: int) -> None:
         """``nbytes`` read from the client into :meth:`client_buffer`'s view: split, acted on, written on."""
@@ -173,20 +148,14 @@ class PureShell:
             if state == NOT_OPEN:
                 self._conn._read_client(nbytes)
             return
-        conn, flow = self._conn, self._flow  # (held for the read: it may close the connection)
-        flow.client_read(self._clock())  # the idle timeout starts anew
+        conn = self._conn  # (held for the read: it may close the connection)
+        self._flow.client_read(self._clock())  # the idle timeout starts anew
         buffer = self._request_buffer
         data = buffer.view[:nbytes]
-        writes = self._writes
-        broker = self._broker_transport
-        splitter = self._request_splitter
+        writes, broker = self._writes, self._broker_transport
         batch = writes.start(True)
         try:
-            splitter.receive(data)  # ConnectionCore.client_bytes
-            rest = self._requests.pump(splitter, self._still_there, self._send_local_answers)
-            if rest is not None:
-                flow.hold_back(rest)
-            streaming = splitter.streaming
+            streaming = self._core.client_bytes(data)
         except ProtocolError as exc:
             conn._frame_error("request", exc)
             return
@@ -208,10 +177,8 @@ class PureShell:
         view = self._response_buffer.view
         if self.state == CLOSED:
             return view
-        boundary = self._splices.boundary_read_bytes
-        if boundary and len(view) > boundary and not self._response_splitter.remaining:
-            return view[:boundary]
-        return view
+        size = self._core.response_read_size(len(view), self._splices.boundary_read_bytes)
+        return view if size == len(view) else view[:size]
 
     def broker_read(self, nbytes: int) -> None:
         """``nbytes`` read from the broker into :meth:`broker_buffer`'s view: split, acted on, written on."""
@@ -231,9 +198,7 @@ class PureShell:
         conn, writes, client = self._conn, self._writes, self._client_transport
         batch = writes.start(True)
         try:
-            splitter = self._response_splitter
-            splitter.receive(data)  # ConnectionCore.broker_bytes
-            streaming = self._responses.pump(splitter)
+            streaming = self._core.broker_bytes(data)
         except ProtocolError as exc:
             conn._broker_error(exc)
             return

@@ -65,8 +65,8 @@ class PureWriteBatch:
 
     def route(self, client: bool, write: Write, send: Send) -> None:
         """From now on write to the client (or the broker) with ``write`` and ``send`` (a splicer routes a side
-        straight to its transport while no splice owns the socket: :meth:`proxy.connection.splicing.Splicer.attach_writes`);
-        nothing once closed."""
+        straight to its transport while no splice owns the socket:
+        :meth:`proxy.connection.splicing.Splicer.attach_writes`); nothing once closed."""
         if self._write_client is _dropped:
             return
         if client:
