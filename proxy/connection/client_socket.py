@@ -40,7 +40,6 @@ from proxy.connection.one_timer import OneTimer
 from proxy.connection.own_work import Done, Start, run_own_work
 from proxy.connection.presence import client_state
 from proxy.connection.shell import Shell
-from proxy.connection.splice import SPLICE_MIN_BYTES
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import WriteBatch
 from proxy.session.principals import MappingError, certificate_principal
@@ -216,25 +215,6 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def broker_reads(self, upstream: UpstreamConnection) -> tuple[Callable[[int], memoryview], Callable[[int], None]]:
         return self.shell.broker_reads(upstream)
-
-    def broker_data(self, data: memoryview) -> None:
-        """Bytes read from the broker while the shell does not take them (before the connection is open): what the
-        shell's ``broker_read`` does, in every state."""
-        batch = self._writes.start(True)
-        try:
-            streaming = self.core.broker_bytes(data)
-        except ProtocolError as exc:
-            self._broker_error(exc)
-            return
-        finally:
-            if batch:
-                self._writes.send()
-        transport = self.transport
-        if transport is not None and transport.get_write_buffer_size():
-            self.ctx.response_buffer.hand_off(len(data))
-        elif streaming >= SPLICE_MIN_BYTES and self.splices.possible:
-            self.splices.after_broker_read()
-        self._apply()
 
     def _broker_error(self, exc: ProtocolError) -> None:
         self.close(said_broker_error(log, self.ctx, self.peer, self.upstream_name, exc))

@@ -8,9 +8,9 @@ these are the connection's most frequent calls. :class:`~proxy.connection.client
 :meth:`~PureShell.broker_read`), each one call through the core's (:meth:`~proxy.connection.core.ConnectionCore.read_size`,
 :meth:`~proxy.connection.core.ConnectionCore.client_bytes` and their broker-side pair); the C twin does what those
 do itself, with the parts :meth:`~proxy.connection.core.ConnectionCore.reading_parts` gives it. The common case is an open connection: both
-sockets attached (:meth:`PureShell.open`), not closed. A read before it (a TLS client's before its broker connection
-opened, the broker's before the client socket is wrapped) goes to the connection's own methods, which handle every
-state; after the close, reads do nothing (the buffers are given whole, as the core's stand-in for a closed one gives
+sockets attached (:meth:`PureShell.open`), not closed. A client read before it (a TLS client's before its broker
+connection opened) goes to the connection, which holds it back; the broker's before the client socket is wrapped
+takes the same path as the rest, with no client transport; after the close, reads do nothing (the buffers are given whole, as the core's stand-in for a closed one gives
 them). :meth:`PureShell.apply` is the connection's ``_apply``: its common case (nothing
 to replay, release, pause or time) here, the rest the connection's ``_apply_state``.
 
@@ -84,7 +84,7 @@ class PureShell:
         clock: Callable[[], int],
     ) -> None:
         """``conn``: the :class:`~proxy.connection.client_socket.ClientConnection` whose methods take the other
-        cases (``_read_client``, ``broker_data``, ``_frame_error``, ``_broker_error``, ``_apply_state``); ``clock``:
+        cases (``_read_client``, ``_frame_error``, ``_broker_error``, ``_apply_state``); ``clock``:
         the connection's (ns), which the core reads too; ``buffers``: the listener's context, whose shared read buffers
         the reads fill."""
         self._conn = conn
@@ -97,7 +97,7 @@ class PureShell:
         self._counted = counted
         self._loop = loop
         self._clock = clock
-        self._client_transport: asyncio.Transport  # both set by open()
+        self._client_transport: asyncio.Transport | None = None  # set by open(), with the broker's
         self._broker_transport: asyncio.Transport
         self._upstream: UpstreamConnection | None = None
         self.state = NOT_OPEN
@@ -127,8 +127,9 @@ class PureShell:
         del self._conn, self._core, self._flow
         del self._writes, self._splices, self._counted, self._loop, self._clock
         self._upstream = None
+        self._client_transport = None
         if was_open:
-            del self._client_transport, self._broker_transport
+            del self._broker_transport
 
     # -- the client socket ----------------------------------------------------------------------------------------
 
@@ -189,12 +190,10 @@ class PureShell:
             upstream.replied()
         buffer = self._response_buffer
         data = buffer.view[:nbytes]
-        state = self.state
-        if state == CLOSED:
+        if self.state == CLOSED:
             return  # (closed by whoever was told of the first reply)
-        if state != OPEN:
-            self._conn.broker_data(data)
-            return
+        # (before the client socket is wrapped there is no client transport: unsolicited bytes, which a response
+        # matching no request makes a ProtocolError of)
         conn, writes, client = self._conn, self._writes, self._client_transport
         batch = writes.start(True)
         try:
@@ -205,7 +204,7 @@ class PureShell:
         finally:
             if batch:
                 writes.send()
-        if client.get_write_buffer_size():
+        if client is not None and client.get_write_buffer_size():
             buffer.hand_off(nbytes)
         elif self.state == CLOSED:
             return

@@ -21,7 +21,7 @@ typedef struct {
 
 static PyObject *ViewName, *RemainingName, *FullReadsName, *ReadSizeName, *BoundaryReadBytesName, *ReceiveName,
     *PumpName, *HoldBackName, *GetWriteBufferSizeName, *HandOffName, *PossibleName, *AfterClientReadName,
-    *AfterBrokerReadName, *ReadClientName, *FrameErrorName, *OnFirstReplyName, *RepliedName, *BrokerDataName,
+    *AfterBrokerReadName, *ReadClientName, *FrameErrorName, *OnFirstReplyName, *RepliedName,
     *BrokerErrorName, *UnhinderedName, *AtBoundSinceName, *BoundChangedName, *TimeName,
     *ApplyStateName, *StartName, *SendName, *LastReadName, *TimeoutsName, *ReadingPartsName, *EntriesName,
     *RequestText, *Zero;
@@ -33,13 +33,13 @@ int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes) 
     const char *names[] = {"view", "remaining", "full_reads", "read_size", "boundary_read_bytes", "receive", "pump",
                            "hold_back", "get_write_buffer_size", "hand_off", "possible", "after_client_read",
                            "after_broker_read", "_read_client", "_frame_error", "on_first_reply", "replied",
-                           "broker_data", "_broker_error", "unhindered", "at_bound_since",
+                           "_broker_error", "unhindered", "at_bound_since",
                            "bound_changed", "time", "_apply_state", "start", "send", "last_read", "timeouts",
                            "reading_parts", "entries", "request"};
     PyObject **slots[] = {&ViewName, &RemainingName, &FullReadsName, &ReadSizeName, &BoundaryReadBytesName,
                           &ReceiveName, &PumpName, &HoldBackName, &GetWriteBufferSizeName, &HandOffName,
                           &PossibleName, &AfterClientReadName, &AfterBrokerReadName, &ReadClientName,
-                          &FrameErrorName, &OnFirstReplyName, &RepliedName, &BrokerDataName, &BrokerErrorName,
+                          &FrameErrorName, &OnFirstReplyName, &RepliedName, &BrokerErrorName,
                           &UnhinderedName, &AtBoundSinceName, &BoundChangedName, &TimeName,
                           &ApplyStateName, &StartName, &SendName, &LastReadName, &TimeoutsName, &ReadingPartsName,
                           &EntriesName, &RequestText};
@@ -250,11 +250,14 @@ static PyObject *shell_apply(Shell *self, PyObject *unused);
  * looked at, then the flow's state applied; ``after`` the splicer's method for this side */
 static PyObject *read_ended(Shell *self, PyObject *other, PyObject *buffer, PyObject *nbytes, Py_ssize_t streaming,
                             PyObject *after) {
-    PyObject *buffered = call_method(GetWriteBufferSizeName, other, NULL, NULL, NULL, 1);
-    if (buffered == NULL) return NULL;
-    int kept = PyObject_IsTrue(buffered);
-    Py_DECREF(buffered);
-    if (kept < 0) return NULL;
+    int kept = 0;
+    if (other != NULL) { /* (none: the broker's bytes before the client socket is wrapped) */
+        PyObject *buffered = call_method(GetWriteBufferSizeName, other, NULL, NULL, NULL, 1);
+        if (buffered == NULL) return NULL;
+        kept = PyObject_IsTrue(buffered);
+        Py_DECREF(buffered);
+        if (kept < 0) return NULL;
+    }
     if (kept) { /* the other transport may keep a reference to what it could not send yet */
         if (done(call_method(HandOffName, buffer, nbytes, NULL, NULL, 2)) < 0) return NULL;
     } else if (self->state == CLOSED) {
@@ -415,17 +418,13 @@ static PyObject *broker_read(Shell *self, PyObject *nbytes) {
     PyObject *result = NULL;
     if (data != NULL && self->state == CLOSED) { /* (closed by whoever was told of the first reply) */
         result = Py_NewRef(Py_None);
-    } else if (data != NULL) {
-        if (self->state != OPEN) {
-            result = fall_back(self, BrokerDataName, data);
-        } else {
-            PyObject *held[] = {self->conn, self->writes, self->client_transport, self->response_splitter,
-                                self->responses};
-            size_t n = sizeof held / sizeof held[0];
-            for (size_t i = 0; i < n; i++) Py_INCREF(held[i]);
-            result = broker_read_open(self, nbytes, data);
-            for (size_t i = 0; i < n; i++) Py_DECREF(held[i]);
-        }
+    } else if (data != NULL) { /* (the client transport is none before it is wrapped) */
+        PyObject *held[] = {self->conn, self->writes, self->client_transport, self->response_splitter,
+                            self->responses};
+        size_t n = sizeof held / sizeof held[0];
+        for (size_t i = 0; i < n; i++) Py_XINCREF(held[i]);
+        result = broker_read_open(self, nbytes, data);
+        for (size_t i = 0; i < n; i++) Py_XDECREF(held[i]);
         Py_DECREF(data);
     }
     Py_DECREF(buffer);

@@ -118,9 +118,6 @@ class Rig:
     def _read_client(self, nbytes: int) -> None:
         self.seen.append(("conn._read_client", nbytes))
 
-    def broker_data(self, data: memoryview) -> None:
-        self.seen.append(("conn.broker_data", bytes(data)))
-
     def _frame_error(self, direction: str, exc: ProtocolError) -> None:
         self.seen.append(("conn._frame_error", direction, str(exc)))
         self.close()
