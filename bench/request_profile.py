@@ -28,7 +28,7 @@ one-message Produce requests, not measured (a JVM's first requests run interpret
 
 Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--relay proxy|kroxylicious]
 [--workload single|group] [--small 20000] [--warm-up 0] [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]
-[--instructions]``
+[--instructions [--callgrind-out FILE]]``
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ def main() -> int:
     parser.add_argument("--perf", metavar="FILE", help="perf record the proxy process into FILE")
     parser.add_argument("--profile", metavar="FILE", help="run the proxy under cProfile, its output in FILE")
     parser.add_argument("--instructions", action="store_true", help="count the proxy's instructions (callgrind)")
+    parser.add_argument("--callgrind-out", metavar="FILE", help="with --instructions: keep callgrind's counts in FILE")
     parser.add_argument("--inflight", type=int, help="the proxy's connections.max.inflight.requests (its default)")
     args = parser.parse_args()
     if args.relay == "kroxylicious" and (args.broker != "kafka" or args.profile or args.instructions):
@@ -233,7 +234,10 @@ def main() -> int:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     if counted is not None:  # written by callgrind as the proxy exited
         instructions = total(counted)
-        os.unlink(counted)
+        if args.callgrind_out:  # for callgrind_annotate: where the instructions went
+            os.replace(counted, args.callgrind_out)
+        else:
+            os.unlink(counted)
         print(f"  instructions per request (callgrind): {instructions / requests:,.0f} ({instructions:,} in all)")
     return 0
 

@@ -15,7 +15,7 @@ Printed: CPU microseconds per pair (the process's, so load moves it less than wa
 ``--instructions``: instructions per pair instead, counted by callgrind with collection switched on around the
 measured pairs only (about 20 s; runs agree within a few tens of instructions; needs valgrind). ``--profile FILE``:
 cProfile of the measured pairs. Usage: ``python bench/shell_cost.py [--relay proxy|floor] [--api fetch] [--quotas]
-[--pairs 20000] [--connections 10] [--in-flight 1] [--instructions] [--profile FILE]``.
+[--pairs 20000] [--connections 10] [--in-flight 1] [--instructions [--callgrind-out FILE]] [--profile FILE]``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import cProfile
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -240,8 +241,9 @@ async def measure(args: argparse.Namespace) -> tuple[float, float]:
     return results[0] / args.pairs, results[1] / args.pairs
 
 
-def instructions(argv: list[str], pairs: int) -> float:
-    """This script run again under callgrind, counting the measured pairs alone: instructions per pair."""
+def instructions(argv: list[str], pairs: int, keep: str | None = None) -> float:
+    """This script run again under callgrind, counting the measured pairs alone: instructions per pair (callgrind's
+    counts kept in ``keep`` if given, for callgrind_annotate)."""
     with tempfile.TemporaryDirectory(prefix="callgrind-") as work:
         out = os.path.join(work, "callgrind.out")
         subprocess.run(
@@ -252,6 +254,8 @@ def instructions(argv: list[str], pairs: int) -> float:
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
+        if keep:
+            shutil.copyfile(out, keep)
         return total(out) / pairs
 
 
@@ -267,6 +271,7 @@ def main() -> None:
     )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the measured pairs into FILE")
     parser.add_argument("--instructions", action="store_true", help="count instructions per pair under callgrind")
+    parser.add_argument("--callgrind-out", metavar="FILE", help="with --instructions: keep callgrind's counts in FILE")
     parser.add_argument("--toggle", action="store_true", help=argparse.SUPPRESS)  # (run by --instructions)
     args = parser.parse_args()
     what = (
@@ -276,7 +281,9 @@ def main() -> None:
     )
     if args.instructions:
         argv = [a for a in sys.argv[1:] if a != "--instructions"]
-        print(f"{instructions(argv, args.pairs):,.0f} instructions per request + response ({what})")
+        if args.callgrind_out:
+            argv = argv[: argv.index("--callgrind-out")] + argv[argv.index("--callgrind-out") + 2 :]
+        print(f"{instructions(argv, args.pairs, args.callgrind_out):,.0f} instructions per request + response ({what})")
         return
     cpu, wall = uvloop.run(measure(args))
     if not args.toggle:

@@ -38,6 +38,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from quota.managers.hot_paths import HotPaths
 from quota.primitives import smoothing
 from quota.primitives.clock import Clock
 from quota.primitives.decision import FORWARD, Decision, Throttle
@@ -56,7 +57,7 @@ INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 """Kafka purges quota sensors after one hour without a record."""
 
 
-class ClientQuotaManager:
+class ClientQuotaManager(HotPaths):
     """Sampled-rate quota for one key (``producer_byte_rate`` or ``consumer_byte_rate``) per (user, client-id).
 
     Every method that needs the time takes an optional ``now_ms``; without it the injected ``clock`` is read.
@@ -65,7 +66,6 @@ class ClientQuotaManager:
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
-    tap: NoTap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.sharing.usage_share)
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class ClientQuotaManager:
         if max_throttle_time_ms is not None and max_throttle_time_ms < 0:
             raise ValueError(f"max_throttle_time_ms must be >= 0, got {max_throttle_time_ms}")
         self.quota_key = quota_key
+        self.tap: NoTap = NO_TAP  # where local usage is also told when usage is shared with peers (quota.sharing)
         self.enabled = quota_key in quotas.keys()
         self._clock = clock
         self.window = window
@@ -141,25 +142,12 @@ class ClientQuotaManager:
         self._count(sensors, user, client_id, value, now)
         return self._decide(sensors, now)[0]
 
-    def record_and_decide(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> Decision:
-        """As :meth:`record_and_get_throttle_time_ms`, as a decision: :data:`FORWARD` or :class:`Throttle` (reported
-        to the client and the connection muted for the same time, as Kafka does; marked ``shadow`` if this manager
-        or the matched quota entry is in shadow mode)."""
-        now = self._clock.now_ms() if now_ms is None else now_ms
-        sensors = self.keeper.for_record(user, client_id, now)
-        if not self.smoothing:  # _count inline (sensors.record, the tap), with the check
-            if sensors.entity is None:  # no quota applies: counted for its metrics, forwarded (as _decide finds it)
-                sensors.record(value, now)
-                return FORWARD
-            within = sensors.record_within(value, now)  # sensors.record, then rate.surely_within
-            if self.tap is not NO_TAP:  # told the value; it reads nothing of the rate
-                self.tap.add(self.quota_key, sensors.tags, user, client_id, value, sensors.limit)
-            if within:
-                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
-        else:
-            self._count(sensors, user, client_id, value, now)
-            if sensors.entity is not None and sensors.smooth is None and sensors.rate.surely_within(sensors.limit, now):
-                return FORWARD  # far below the quota: within it, not measured (as _decide finds it)
+    # record_and_decide(user, client_id, value, now_ms=None) -> Decision: the hot paths' (quota.managers.hot_paths)
+
+    def decided(self, sensors: ClientSensors, now: int) -> Decision:
+        """The decision on what was just recorded in ``sensors`` at ``now``, once :meth:`record_and_decide` found it
+        may be over the quota: :data:`FORWARD` or a :class:`Throttle` (marked ``shadow`` if this manager or the
+        matched quota entry is in shadow mode)."""
         throttle, observed = self._decide(sensors, now)
         if throttle <= 0:
             return FORWARD
@@ -225,11 +213,7 @@ class ClientQuotaManager:
             return ceiling
         return max(0.0, min(sensors.rate.headroom(limit, now), ceiling))
 
-    def remaining_floor(self, user: str, client_id: str) -> float:
-        """A lower bound of :meth:`remaining_in_quota_window` until this client's next record, without the clock or a
-        measurement (:meth:`Rate.headroom_floor`); 0.0 when not known so cheaply (smoothing on, a client not seen)."""
-        sensors = None if self.smoothing else self.keeper.known(user, client_id)
-        return 0.0 if sensors is None or sensors.entity is None else sensors.rate.headroom_floor(sensors.limit)
+    # remaining_floor(user, client_id) -> float: the hot paths' (quota.managers.hot_paths)
 
     # -- stats and expiry ----------------------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@
 #include <Python.h>
 #include <math.h>
 
+#include "rate.h"
+
 static PyObject *DefaultWindow; /* QuotaWindow(): Rate()'s window (configure) */
 static PyObject *Builtins_sum;  /* builtins.sum, for the sums of 3.12 on */
 
@@ -27,19 +29,7 @@ static PyObject *Builtins_sum;  /* builtins.sum, for the sums of 3.12 on */
         return NULL;                                                                                               \
     }
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *window;
-    double *s;          /* slot after slot: start, last event, value */
-    Py_ssize_t len;     /* doubles held: 3 per sample */
-    Py_ssize_t cap;     /* doubles room is made for (grown as the pure class's array grows, up to num + 1 slots) */
-    Py_ssize_t current; /* the slot of the current sample */
-    long long num;      /* window.num: num + 1 slots at most */
-    double size_ms, span_ms, min_full_windows; /* _shape's first three */
-    long long least_seconds;                   /* _shape's fourth: (num - 1) * size_seconds */
-    PyObject *held; /* _held: a float, or an int as the pure class's (sum() of no positive value, then ints added) */
-    double fresh_until;                        /* _fresh_until */
-} RateObject;
+/* RateObject: rate.h (hot_paths.c reads it too) */
 
 #define NEVER (-4611686018427387904.0) /* -(1 << 62): rate.py's _NEVER, exact as a double */
 #define START 0
@@ -308,6 +298,17 @@ static int within(RateObject *r, PyObject *limit, int *answer) {
     Py_XDECREF(zero);
     return *answer < 0 ? -1 : 0;
 }
+
+/* What quota.primitives.native.hot_paths calls: record_within's and headroom_floor's steps on numbers already read. */
+int rate_record_within(RateObject *r, PyObject *value, PyObject *now, PyObject *limit, int *answer) {
+    double v, t;
+    int is_int;
+    if (as_double(value, &v) < 0 || as_time(now, &t, &is_int) < 0 || add(r, value, v, t) < 0 || purge(r, t) < 0)
+        return -1;
+    return within(r, limit, answer);
+}
+
+PyObject *rate_headroom_floor(RateObject *r, PyObject *limit) { return floor_object(r, limit); }
 
 /* -- the type ------------------------------------------------------------------------------------------------ */
 
@@ -800,7 +801,7 @@ static PyMethodDef rate_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject RateType = {
+PyTypeObject RateType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "quota.primitives._rate.Rate",
     .tp_basicsize = sizeof(RateObject),
     .tp_dealloc = (destructor)Rate_dealloc,
@@ -844,6 +845,10 @@ PyMODINIT_FUNC PyInit__rate(void) {
     Py_INCREF(&RateType);
     if (PyModule_AddObject(created, "Rate", (PyObject *)&RateType) < 0) {
         Py_DECREF(&RateType);
+        Py_DECREF(created);
+        return NULL;
+    }
+    if (add_hot_paths(created) < 0) {
         Py_DECREF(created);
         return NULL;
     }
