@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Protocol
 
+from proxy.apis.guards import TagRewrite
 from proxy.apis.plan import PASS, ConnectionScope, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.codec.apis import (
@@ -114,14 +115,13 @@ def _node_endpoints_plan(cluster: Advertiser, api_key: int, version: int) -> Pla
     assert rewrite is not None
     advertise = cluster.advertise
 
-    def rewrite_moved(body: memoryview) -> bytes | None:
-        where = tagged_fields(api_key, "response", version, body).get(tag)
-        if where is None:
-            return None
+    def rewrite_moved(body: memoryview, where: tuple[int, int]) -> bytes | None:
         rewritten = rewrite_tagged_endpoints(body, where[0], where[1], advertise)
         return rewrite(body) if isinstance(rewritten, Unusual) else rewritten
 
-    return Plan(leg=ResponseLeg(rewrite=rewrite_moved, unless_tagged=tag))
+    return Plan(
+        leg=ResponseLeg(rewrite=TagRewrite(tagged_fields, api_key, version, tag, rewrite_moved), unless_tagged=tag)
+    )
 
 
 def _plan_node_rewrite(

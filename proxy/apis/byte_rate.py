@@ -45,17 +45,19 @@ every partition answers TOPIC_AUTHORIZATION_FAILED), so claiming a replica id fe
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from proxy.apis.decisions import Decisions
+from proxy.apis.guards import BudgetTrim, FetchCap
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, SHARE_FETCH
-from proxy.codec.fetch_prefix import body_facts_reader, fetch_body_facts, with_max_bytes
+from proxy.codec.fetch_prefix import fact_places, fetch_body_facts, with_max_bytes
 from proxy.codec.frame import BUFFER
 from proxy.codec.header import RequestHeader
 from proxy.codec.messages import Message, decode_request, decode_response, encode_request, encode_response
 from proxy.codec.records import iter_batches
+from proxy.codec.skim import tagged_fields
 from proxy.session.session import Session
 from quota.managers.client_quota import ClientQuotaManager
 from quota.primitives.decision import FORWARD, Decision
@@ -113,37 +115,40 @@ def _fetch_plan(fetch: ClientQuotaManager, user: str, client_id: str, version: i
     polling consumer sends hundreds a second): it holds nothing of one request. From v15 (KIP-903) a follower is known
     only from the body (its replica id is a tagged field at the end): the leg then goes with the decision on the body,
     a consumer's forward carrying it and a follower's none, so no request's answer is trimmed or charged by what
-    another request turned out to be."""
+    another request turned out to be. Its steps are :mod:`proxy.apis.guards`' objects (compiled where the extension
+    runs), over the manager's methods bound to the client; what they hand on is here."""
+    floor = partial(fetch.remaining_floor, user, client_id)  # a lower bound of the budget, without the clock
 
     def budget() -> int:
         return _budget(fetch, user, client_id)
 
-    def trim(body: memoryview) -> bytes | None:  # after the earlier stages' rewrites, on what they produced
-        if len(body) <= fetch.remaining_floor(user, client_id):  # fits the budget, whatever it is exactly
-            return None
+    def trim(body: memoryview) -> bytes | None:  # may not fit the budget: trimmed to it, exactly
         return trim_fetch_response(version, body, budget())
 
-    def record(response_size: int) -> Decision:
-        return fetch.record_and_decide(user, client_id, response_size)
-
-    leg = ResponseLeg(rewrite=trim, record_response=record)
+    # the answer trimmed after the earlier stages' rewrites, on what they produced, and charged as the client gets it
+    leg = ResponseLeg(
+        rewrite=BudgetTrim(floor, trim), record_response=partial(fetch.record_and_decide, user, client_id)
+    )
     if version < FETCH_MAX_BYTES_SINCE:  # no max_bytes to cap: the request streams
         return Plan(leg=leg)
-    charged = ForwardRequest(leg=leg)
     tagged = version >= FETCH_REPLICA_STATE_SINCE
-    body_facts = body_facts_reader(version)
+    fits = ForwardRequest(leg=leg) if tagged else FORWARD_AS_IS
 
-    def cap_max_bytes(body: memoryview) -> ForwardRequest:
-        replica_id, max_bytes = body_facts(body)  # skimmed, not decoded
-        if replica_id >= 0:  # a follower (v15+): replication, exempt; its answer goes back untouched
-            return FORWARD_AS_IS
-        if max_bytes > fetch.remaining_floor(user, client_id):  # it may not fit: the budget, exactly
-            capped = budget()
-            if capped < max_bytes:
-                return ForwardRequest(body=with_max_bytes(version, body, capped), leg=leg if tagged else NO_LEG)
-        return charged if tagged else FORWARD_AS_IS
+    def capped(body: memoryview, max_bytes: int) -> ForwardRequest:  # it may not fit: the budget, exactly
+        capped = budget()
+        if capped < max_bytes:
+            return ForwardRequest(body=with_max_bytes(version, body, capped), leg=leg if tagged else NO_LEG)
+        return fits
 
-    return Plan(action=BUFFER, leg=NO_LEG if tagged else leg, decide=cap_max_bytes)
+    def replica_of(body: memoryview) -> int:  # a ReplicaState is there (v15+): a follower's if its id is >= 0
+        return int(decode_request(FETCH, version, body).replica_state.replica_id)
+
+    replica_tag, max_bytes_at = fact_places(version)
+    # a follower (v15+) is replication, exempt: its answer goes back untouched
+    cap = FetchCap(
+        tagged_fields, FETCH, version, replica_tag, max_bytes_at, floor, fits, FORWARD_AS_IS, capped, replica_of
+    )
+    return Plan(action=BUFFER, leg=NO_LEG if tagged else leg, decide=cap)
 
 
 def _shadowed_fetch(fetch: ClientQuotaManager, user: str, client_id: str | None, version: int) -> Plan:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from proxy.apis.guards import Chained
 from proxy.apis.usage import Usage
 from quota.primitives.decision import FORWARD, Decision, Throttle, combined, is_applied, longest
 
@@ -126,13 +127,7 @@ def _chained(first: Rewrite | None, second: Rewrite | None) -> Rewrite | None:
     """``second`` applied to the body ``first`` produced (or to the broker's, when ``first`` keeps it)."""
     if first is None or second is None:
         return first or second
-
-    def chained(body: memoryview) -> bytes | None:
-        rewritten = first(body)
-        again = second(body if rewritten is None else memoryview(rewritten))
-        return again if again is not None else rewritten
-
-    return chained
+    return Chained(first, second)  # (proxy.apis.guards: compiled where the extension runs)
 
 
 def _charged(first: Charge | None, second: Charge | None) -> Charge | None:

@@ -57,12 +57,18 @@ def fetch_body_facts(version: int, body: bytes | memoryview) -> tuple[int, int]:
     return body_facts_reader(version)(body)
 
 
+def fact_places(version: int) -> tuple[int, int]:
+    """(the tag of a Fetch request's ``ReplicaState``, -1 before v15; the offset of its ``MaxBytes``) in ``version``
+    (v3+): where :func:`fetch_body_facts` reads."""
+    replica_tag = tag_of(FETCH, "request", version, "replica_state") if version >= FETCH_REPLICA_STATE_SINCE else -1
+    return replica_tag, fixed_offset(FETCH, "request", version, "max_bytes")
+
+
 @cache
 def body_facts_reader(version: int) -> Callable[[bytes | memoryview], tuple[int, int]]:
     """:func:`fetch_body_facts` for Fetch ``version``, its field's tag and offset found once (a consumer sends
     hundreds of Fetch requests a second; a plan keeps the reader of its version)."""
-    replica_tag = tag_of(FETCH, "request", version, "replica_state") if version >= FETCH_REPLICA_STATE_SINCE else -1
-    max_bytes_at = fixed_offset(FETCH, "request", version, "max_bytes")
+    replica_tag, max_bytes_at = fact_places(version)
     unpack_from = _INT32.unpack_from
 
     def facts(body: bytes | memoryview) -> tuple[int, int]:

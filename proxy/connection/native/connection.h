@@ -147,4 +147,7 @@ int counts_configure(PyObject *api_metrics_class, PyObject *buckets);
 int count_request(PyObject *metrics, PyObject *nbytes);
 int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds);
 
+/* guards.c: FetchCap, BudgetTrim, TagRewrite and Chained (proxy.apis.guards' twins) added to the module */
+int add_guards(PyObject *module);
+
 #endif
