@@ -93,13 +93,60 @@ static inline int clock_ns(PyObject *clock, long long *now) {
     return *now == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-static inline int long_attr(PyObject *object, PyObject *name, long long *value) {
-    PyObject *found = PyObject_GetAttr(object, name);
+/* Attributes read and set at their slots' offsets, as CPython's own specialised bytecode does (LOAD_ATTR_SLOT,
+ * STORE_ATTR_SLOT): a lookup by name costs 80-100 instructions, and the paths make thirty of them per request and
+ * response. Each call site of GETATTR or SETATTR keeps the type it last saw, that type's version tag (which CPython
+ * changes whenever the type or a base is modified) and the offset of the attribute's slot (0: not a plain slot, read
+ * by name). A slot is used only where the type's attribute access is the generic one (no __getattribute__ or
+ * __setattr__ of its own, so not a frozen dataclass's set) and the attribute is a plain __slots__ member; an unset
+ * slot, and every other case, goes through PyObject_GetAttr/SetAttr as before, with the same answer and error. */
+typedef struct {
+    PyTypeObject *type; /* borrowed: compared, never dereferenced unless its version matches */
+    unsigned int version;
+    PyObject *name;
+    Py_ssize_t offset;
+} AttrCache;
+
+PyObject *attr_fill(PyObject *object, PyObject *name, AttrCache *cache);              /* module.c */
+int setattr_fill(PyObject *object, PyObject *name, PyObject *value, AttrCache *cache); /* module.c */
+
+static inline PyObject *attr_cached(PyObject *object, PyObject *name, AttrCache *cache) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (type == cache->type && name == cache->name && type->tp_version_tag == cache->version) {
+        PyObject *value = cache->offset ? *(PyObject **)((char *)object + cache->offset) : NULL;
+        return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(object, name);
+    }
+    return attr_fill(object, name, cache);
+}
+
+static inline int setattr_cached(PyObject *object, PyObject *name, PyObject *value, AttrCache *cache) {
+    PyTypeObject *type = Py_TYPE(object);
+    if (value != NULL && type == cache->type && name == cache->name && type->tp_version_tag == cache->version &&
+        cache->offset) {
+        Py_XSETREF(*(PyObject **)((char *)object + cache->offset), Py_NewRef(value));
+        return 0;
+    }
+    return setattr_fill(object, name, value, cache);
+}
+
+#define GETATTR(object, name)                                                                                      \
+    __extension__({                                                                                                \
+        static AttrCache attr_cache_;                                                                              \
+        attr_cached((object), (name), &attr_cache_);                                                               \
+    })
+#define SETATTR(object, name, value)                                                                               \
+    __extension__({                                                                                                \
+        static AttrCache attr_cache_;                                                                              \
+        setattr_cached((object), (name), (value), &attr_cache_);                                                   \
+    })
+
+static inline int long_of(PyObject *found, long long *value) {
     if (found == NULL) return -1;
     *value = PyLong_AsLongLong(found);
     Py_DECREF(found);
     return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
+#define long_attr(object, name, value) long_of(GETATTR(object, name), value)
 
 static inline PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c,
                                     Py_ssize_t nargs) {

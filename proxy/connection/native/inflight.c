@@ -13,7 +13,7 @@
 
 static int entry_fill(Entry *self, PyObject *header, long long received_ns, int expects, PyObject *leg,
                       PyObject *local_response, PyObject *throttle, int throttled, int probe) {
-    PyObject *cid = PyObject_GetAttr(header, CorrelationIdName);
+    PyObject *cid = GETATTR(header, CorrelationIdName);
     if (cid == NULL) return -1;
     long long value = PyLong_AsLongLong(cid);
     Py_DECREF(cid);
@@ -217,7 +217,7 @@ static int remove_entry(Queue *self, PyObject *entry) { /* deque.remove: the ent
 static Py_ssize_t queue_length(Queue *self) { return self->count; }
 
 PyObject *queue_add(Queue *self, PyObject *header, long long received_ns, PyObject *leg) {
-    PyObject *acks = PyObject_GetAttr(header, AcksName);
+    PyObject *acks = GETATTR(header, AcksName);
     if (acks == NULL) return NULL;
     int expects;
     if (acks == Py_None) {

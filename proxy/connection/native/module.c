@@ -60,6 +60,58 @@ static PyObject *configure_shell(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* The offset of ``name``'s slot in ``type`` when reading it there (writing, with ``writing``) is what the generic
+ * attribute access does: a plain __slots__ member (an object, unset until set, writable), found through the MRO, of
+ * a type without its own __getattribute__ (__setattr__); else 0. */
+static Py_ssize_t plain_slot(PyTypeObject *type, PyObject *name, int writing) {
+    if (writing ? type->tp_setattro != PyObject_GenericSetAttr : type->tp_getattro != PyObject_GenericGetAttr)
+        return 0;
+    if (!PyUnicode_CheckExact(name)) return 0;
+    PyObject *descr = _PyType_Lookup(type, name); /* borrowed; gives the type a version tag */
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return 0;
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    return member->type == T_OBJECT_EX && member->flags == 0 ? member->offset : 0;
+}
+
+static void fill(PyObject *object, PyObject *name, AttrCache *cache, int writing) {
+    PyTypeObject *type = Py_TYPE(object);
+    Py_ssize_t offset = plain_slot(type, name, writing);
+    cache->type = NULL;
+    if (type->tp_version_tag == 0) return; /* no version to check against: read by name each time */
+    cache->version = type->tp_version_tag;
+    cache->name = name;
+    cache->offset = offset;
+    cache->type = type;
+}
+
+PyObject *attr_fill(PyObject *object, PyObject *name, AttrCache *cache) {
+    fill(object, name, cache, 0);
+    return PyObject_GetAttr(object, name);
+}
+
+int setattr_fill(PyObject *object, PyObject *name, PyObject *value, AttrCache *cache) {
+    if (value != NULL) fill(object, name, cache, 1);
+    return PyObject_SetAttr(object, name, value);
+}
+
+/* attr_probe(object, name) and setattr_probe(object, name, value): one call site each of GETATTR and SETATTR, for
+ * tests/proxy/connection/test_attr_cache_native.py (its cache lives as long as the module, as the paths' do). */
+static PyObject *attr_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "attr_probe(object, name)");
+        return NULL;
+    }
+    return GETATTR(args[0], args[1]);
+}
+
+static PyObject *setattr_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "setattr_probe(object, name, value)");
+        return NULL;
+    }
+    return SETATTR(args[0], args[1], args[2]) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 /* proxy.ground.clock.SystemClock.now_ms: time.monotonic_ns() // 1_000_000 (CLOCK_MONOTONIC, as CPython reads it on
  * Linux and the BSDs), without the frame of a Python method: a quota manager reads it at every record. */
 static PyObject *monotonic_ms(PyObject *module, PyObject *unused) {
@@ -69,6 +121,8 @@ static PyObject *monotonic_ms(PyObject *module, PyObject *unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"attr_probe", (PyCFunction)(void (*)(void))attr_probe, METH_FASTCALL, "GETATTR at one call site (tests)"},
+    {"setattr_probe", (PyCFunction)(void (*)(void))setattr_probe, METH_FASTCALL, "SETATTR at one call site (tests)"},
     {"monotonic_ms", monotonic_ms, METH_NOARGS, "time.monotonic_ns() // 1_000_000 (proxy.ground.clock)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "the objects the hot path compares with and raises (proxy.connection.compiled hands them over at import)"},

@@ -49,7 +49,7 @@ static PyObject *parser_call(HeaderParser *self, PyObject *const *args, size_t n
         return NULL;
     }
     PyObject *buf = args[0];
-    PyObject *sasl = PyObject_GetAttr(self->session, SaslName);
+    PyObject *sasl = GETATTR(self->session, SaslName);
     if (sasl == NULL) return NULL;
     Py_DECREF(sasl);
     if (sasl != Py_None) return PyObject_CallOneArg(self->fallback, buf); /* a SASL exchange: the closure's */
@@ -67,7 +67,7 @@ static PyObject *parser_call(HeaderParser *self, PyObject *const *args, size_t n
         return NULL;
     }
     if (!internal) { /* internal or pids.enabled */
-        Py_SETREF(flag, PyObject_GetAttr(self->pids, EnabledName));
+        Py_SETREF(flag, GETATTR(self->pids, EnabledName));
         if (flag == NULL) return NULL;
     }
     PyObject *call[] = {buf, self->max_bytes, flag, self->max_header};

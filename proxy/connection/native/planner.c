@@ -36,7 +36,7 @@ static int within(PyObject *version, PyObject *low, PyObject *high) {
  * its plans made twice the same (a new reference); NULL with no error when there is none, NULL with an error set.
  * reused's entries are (scope, inputs, plan, twice), reused_asking's (scope, inputs, turns, same, plans). */
 static PyObject *reused_entry(PyObject *session, PyObject *api_key, PyObject *scope, PyObject *read, Py_ssize_t size) {
-    PyObject *reused = PyObject_GetAttr(session, ReusedName);
+    PyObject *reused = GETATTR(session, ReusedName);
     if (reused == NULL) return NULL;
     if (!PyDict_CheckExact(reused)) {
         Py_DECREF(reused);
@@ -95,20 +95,20 @@ static PyObject *planner_call(Planner *self, PyObject *const *args, size_t nargs
         return NULL;
     }
     PyObject *scope = args[0], *session = args[1], *header = args[2];
-    PyObject *value = PyObject_GetAttr(session, AwaitingName);
+    PyObject *value = GETATTR(session, AwaitingName);
     if (value == NULL) return NULL;
     int awaiting = PyObject_IsTrue(value);
     Py_DECREF(value);
     if (awaiting < 0) return NULL;
     if (awaiting) return hand_over(self, args); /* before SASL authentication: plan_request checks the API */
-    PyObject *api_key = PyObject_GetAttr(header, ApiKeyName);
+    PyObject *api_key = GETATTR(header, ApiKeyName);
     if (api_key == NULL) return NULL;
     PyObject *result = NULL, *counted = NULL, *version = NULL, *read = NULL, *held = NULL;
-    if ((value = PyObject_GetAttr(scope, QuotasName)) == NULL) goto out;
-    PyObject *requests = PyObject_GetAttr(value, RequestsName_);
+    if ((value = GETATTR(scope, QuotasName)) == NULL) goto out;
+    PyObject *requests = GETATTR(value, RequestsName_);
     Py_DECREF(value);
     if (requests == NULL) goto out;
-    counted = PyObject_GetAttr(requests, CountedName);
+    counted = GETATTR(requests, CountedName);
     Py_DECREF(requests);
     if (counted == NULL) goto out;
     int is_counted = PySequence_Contains(counted, api_key);
@@ -129,7 +129,7 @@ static PyObject *planner_call(Planner *self, PyObject *const *args, size_t nargs
     }
     PyObject *chain = PyTuple_GET_ITEM(planning, 0), *inputs = PyTuple_GET_ITEM(planning, 3);
     PyObject *asks = PyTuple_GET_ITEM(planning, 4);
-    if ((version = PyObject_GetAttr(header, ApiVersionName)) == NULL) goto out;
+    if ((version = GETATTR(header, ApiVersionName)) == NULL) goto out;
     int ok = within(version, PyTuple_GET_ITEM(planning, 1), PyTuple_GET_ITEM(planning, 2));
     if (ok < 0) goto out;
     if (!ok) { /* no broker speaks it: plan_request says so */

@@ -21,12 +21,12 @@ typedef struct {
 
 /* header: a request's header; its plan says whether the frame streams, is buffered or dropped. */
 static PyObject *header_of(Requests *self, PyObject *header) {
-    PyObject *api_key = PyObject_GetAttr(header, ApiKeyName);
+    PyObject *api_key = GETATTR(header, ApiKeyName);
     if (api_key == NULL) return NULL;
     PyObject *metrics = PyObject_CallOneArg(self->api_metrics, api_key);
     Py_DECREF(api_key);
     if (metrics == NULL) return NULL;
-    PyObject *size = PyObject_GetAttr(header, SizeName);
+    PyObject *size = GETATTR(header, SizeName);
     PyObject *length = size == NULL ? NULL : PyNumber_Add(size, Four); /* its frame_length */
     Py_XDECREF(size);
     if (length == NULL) {
@@ -37,7 +37,7 @@ static PyObject *header_of(Requests *self, PyObject *header) {
     Py_DECREF(length);
     Py_DECREF(metrics);
     if (counted < 0) return NULL;
-    PyObject *raw = PyObject_GetAttr(header, RawName);
+    PyObject *raw = GETATTR(header, RawName);
     if (raw == NULL) return NULL;
     int is_raw = PyObject_IsTrue(raw);
     Py_DECREF(raw);
@@ -56,13 +56,13 @@ static PyObject *header_of(Requests *self, PyObject *header) {
         return Py_NewRef(ActStream);
     }
     PyObject *action = NULL, *value = NULL;
-    if ((value = PyObject_GetAttr(plan, UsageName)) == NULL) goto fail;
+    if ((value = GETATTR(plan, UsageName)) == NULL) goto fail;
     if (value != NoUsage && done(PyObject_CallFunctionObjArgs(self->account, header, value, NULL)) < 0) goto fail;
     Py_CLEAR(value);
-    if ((action = PyObject_GetAttr(plan, ActionName)) == NULL) goto fail;
-    if ((value = PyObject_GetAttr(plan, LocalResponseName)) == NULL) goto fail;
+    if ((action = GETATTR(plan, ActionName)) == NULL) goto fail;
+    if ((value = GETATTR(plan, LocalResponseName)) == NULL) goto fail;
     if (value != Py_None) {
-        PyObject *expects = PyObject_GetAttr(header, ExpectsResponseName);
+        PyObject *expects = GETATTR(header, ExpectsResponseName);
         int answer = expects == NULL ? -1 : PyObject_IsTrue(expects);
         Py_XDECREF(expects);
         if (answer < 0) goto fail;
@@ -75,16 +75,16 @@ static PyObject *header_of(Requests *self, PyObject *header) {
         return action;
     }
     Py_CLEAR(value);
-    if ((value = PyObject_GetAttr(plan, LegName)) == NULL) goto fail;
+    if ((value = GETATTR(plan, LegName)) == NULL) goto fail;
     if (clock_ns(self->clock, &now) < 0) goto fail;
     PyObject *entry = queue_add(self->queue, header, now, value);
     if (entry == NULL) goto fail;
     Py_XSETREF(self->entry, entry);
     Py_CLEAR(value);
-    if ((value = PyObject_GetAttr(plan, AbandonName)) == NULL) goto fail;
+    if ((value = GETATTR(plan, AbandonName)) == NULL) goto fail;
     if (value != Py_None && PySet_Add(self->abandons, value) < 0) goto fail;
     Py_CLEAR(value);
-    if ((value = PyObject_GetAttr(plan, ThrottleName)) == NULL) goto fail;
+    if ((value = GETATTR(plan, ThrottleName)) == NULL) goto fail;
     if (value != Py_None && done(call_method(ThrottleMethodName, (PyObject *)self, header, self->entry, value, 4)) < 0)
         goto fail;
     Py_CLEAR(value);
@@ -106,7 +106,7 @@ static PyObject *header_method(Requests *self, PyObject *header) {
  * started: called then): 1 started, 0 paused at the boundary, -1 an error. ``unheard``: the flow's, just read. */
 static int start_frame(Requests *self, long long unheard, long long max_inflight) {
     PyObject *flow = self->flow;
-    PyObject *mid = PyObject_GetAttr(flow, MidFrameName);
+    PyObject *mid = GETATTR(flow, MidFrameName);
     if (mid == NULL) return -1;
     Py_DECREF(mid);
     if (mid != Py_False) { /* a frame started inside another: the FlowError is the flow's to raise */
@@ -116,13 +116,13 @@ static int start_frame(Requests *self, long long unheard, long long max_inflight
         Py_DECREF(result);
         return started;
     }
-    PyObject *held = PyObject_GetAttr(flow, HeldName);
+    PyObject *held = GETATTR(flow, HeldName);
     if (held == NULL) return -1;
     Py_DECREF(held);
     if (held != Py_False || self->queue->count >= max_inflight) return 0; /* _held or at the bound */
     PyObject *count = PyLong_FromLongLong(unheard + 1);
     if (count == NULL) return -1;
-    int failed = PyObject_SetAttr(flow, MidFrameName, Py_True) < 0 || PyObject_SetAttr(flow, UnheardName, count) < 0;
+    int failed = SETATTR(flow, MidFrameName, Py_True) < 0 || SETATTR(flow, UnheardName, count) < 0;
     Py_DECREF(count);
     return failed ? -1 : 1;
 }
@@ -130,11 +130,11 @@ static int start_frame(Requests *self, long long unheard, long long max_inflight
 /* ended: the request frame's last byte is read (and forwarded, when streamed). Flow.frame_ended's attribute set
  * here (the flow's own method raises where no frame was started: called then). */
 static int ended(Requests *self) {
-    PyObject *mid = PyObject_GetAttr(self->flow, MidFrameName);
+    PyObject *mid = GETATTR(self->flow, MidFrameName);
     if (mid == NULL) return -1;
     Py_DECREF(mid);
     if (mid == Py_True) {
-        if (PyObject_SetAttr(self->flow, MidFrameName, Py_False) < 0) return -1;
+        if (SETATTR(self->flow, MidFrameName, Py_False) < 0) return -1;
     } else if (done(call_method(FrameEndedName, self->flow, NULL, NULL, NULL, 1)) < 0) {
         return -1;
     }
@@ -191,15 +191,15 @@ static PyObject *join(Requests *self, PyObject *leg, PyObject *more) {
  * hands it on; a decide that raised ValueError is the ProtocolError the Python raises. 1: decided here; 0: not such a
  * request, nothing done (frame() takes it); -1: an error. */
 static int decided(Requests *self, PyObject *header, PyObject *frame) {
-    PyObject *raw = PyObject_GetAttr(header, RawName);
+    PyObject *raw = GETATTR(header, RawName);
     if (raw == NULL) return -1;
     int is_raw = PyObject_IsTrue(raw);
     Py_DECREF(raw);
     if (is_raw) return is_raw < 0 ? -1 : 0;
     PyObject *plan = Py_NewRef(self->plan), *entry = NULL, *body = NULL, *outcome = NULL;
-    PyObject *decide = PyObject_GetAttr(plan, DecideName), *abandon = NULL;
+    PyObject *decide = GETATTR(plan, DecideName), *abandon = NULL;
     int result = -1;
-    if (decide == NULL || (abandon = PyObject_GetAttr(plan, AbandonName)) == NULL) goto out;
+    if (decide == NULL || (abandon = GETATTR(plan, AbandonName)) == NULL) goto out;
     if (decide == Py_None || abandon != Py_None) {
         result = 0;
         goto out;
@@ -234,23 +234,23 @@ static int decided(Requests *self, PyObject *header, PyObject *frame) {
         goto out;
     }
     if (Py_TYPE(outcome) == (PyTypeObject *)ForwardRequestClass) {
-        PyObject *kept = PyObject_GetAttr(outcome, BodyName);
-        PyObject *throttle = kept == NULL ? NULL : PyObject_GetAttr(outcome, ThrottleName);
-        PyObject *usage = throttle == NULL ? NULL : PyObject_GetAttr(outcome, UsageName);
+        PyObject *kept = GETATTR(outcome, BodyName);
+        PyObject *throttle = kept == NULL ? NULL : GETATTR(outcome, ThrottleName);
+        PyObject *usage = throttle == NULL ? NULL : GETATTR(outcome, UsageName);
         int plain = usage != NULL && kept == Py_None && throttle == Py_None && usage == NoUsage;
         Py_XDECREF(kept);
         Py_XDECREF(throttle);
         Py_XDECREF(usage);
         if (usage == NULL) goto out;
         if (plain) {
-            PyObject *more = PyObject_GetAttr(outcome, LegName);
+            PyObject *more = GETATTR(outcome, LegName);
             if (more == NULL) goto out;
             int failed = 0;
             if (entry != Py_None && more != NoLeg) {
-                PyObject *leg = PyObject_GetAttr(entry, LegName);
+                PyObject *leg = GETATTR(entry, LegName);
                 PyObject *joined = leg == NULL ? NULL : join(self, leg, more);
                 Py_XDECREF(leg);
-                failed = joined == NULL || PyObject_SetAttr(entry, LegName, joined) < 0;
+                failed = joined == NULL || SETATTR(entry, LegName, joined) < 0;
                 Py_XDECREF(joined);
             }
             Py_DECREF(more);
@@ -287,7 +287,7 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
         if (event == NULL) return NULL;
         Py_DECREF(event); /* the events are the module's constants, kept alive by it */
         if (event == EvHeader) {
-            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            PyObject *header = GETATTR(splitter, HeaderName);
             if (header == NULL) return NULL;
             PyObject *action = header_of(self, header);
             Py_DECREF(header);
@@ -334,9 +334,9 @@ static PyObject *pump(Requests *self, PyObject *const *args, Py_ssize_t nargs) {
         } else if (event == EvLastSegment) {
             if (pass_value(self->forward, splitter) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvFrame) {
-            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            PyObject *header = GETATTR(splitter, HeaderName);
             if (header == NULL) return NULL;
-            PyObject *value = PyObject_GetAttr(splitter, ValueName);
+            PyObject *value = GETATTR(splitter, ValueName);
             if (value == NULL) {
                 Py_DECREF(header);
                 return NULL;

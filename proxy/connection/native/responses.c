@@ -29,7 +29,7 @@ static int answered(Responses *self, Entry *entry, Py_ssize_t nbytes) {
     if (self->usage != NoUsageRecorder) { /* a call that does nothing, without a usage log */
         if (done(call_method(ResponseName, self->usage, request, size, NULL, 3)) < 0) goto fail;
     }
-    PyObject *api_key = PyObject_GetAttr(request, ApiKeyName);
+    PyObject *api_key = GETATTR(request, ApiKeyName);
     if (api_key == NULL) goto fail;
     PyObject *metrics = PyObject_CallOneArg(self->api_metrics, api_key);
     Py_DECREF(api_key);
@@ -68,7 +68,7 @@ static PyObject *answered_method(Responses *self, PyObject *const *args, Py_ssiz
 
 /* header: stream the response, buffer it (its request's leg or throttle needs the whole), or drop it. */
 static PyObject *header_of(Responses *self, PyObject *header) {
-    PyObject *raw = PyObject_GetAttr(header, RawName);
+    PyObject *raw = GETATTR(header, RawName);
     if (raw == NULL) return NULL;
     int is_raw = PyObject_IsTrue(raw);
     Py_DECREF(raw);
@@ -109,7 +109,7 @@ static int ended(Responses *self) {
         self->current = NULL; /* its reference is ours now */
         int answer = entry->leg == NoLeg;
         if (!answer) {
-            PyObject *lookup = PyObject_GetAttr(entry->leg, LookupName);
+            PyObject *lookup = GETATTR(entry->leg, LookupName);
             if (lookup == NULL) {
                 Py_DECREF(entry);
                 return -1;
@@ -150,8 +150,8 @@ static void parts_release(Parts *parts) { /* the body released here: the frame's
 /* 0, or -1 with an error set and nothing held */
 static int parts_of(PyObject *request, PyObject *frame, Parts *parts) {
     *parts = (Parts){0};
-    if ((parts->api_key = PyObject_GetAttr(request, ApiKeyName)) == NULL) goto failed;
-    if ((parts->version = PyObject_GetAttr(request, ApiVersionName)) == NULL) goto failed;
+    if ((parts->api_key = GETATTR(request, ApiKeyName)) == NULL) goto failed;
+    if ((parts->version = GETATTR(request, ApiVersionName)) == NULL) goto failed;
     PyObject *length_args[] = {parts->api_key, parts->version, frame};
     if ((parts->length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto failed;
     parts->header_length = PyLong_AsSsize_t(parts->length);
@@ -173,12 +173,12 @@ failed:
 static int kept_whole(Responses *self, PyObject *frame) {
     Entry *entry = self->current;
     if (entry == NULL || entry->throttle != Py_None || entry->leg == NoLeg) return 0;
-    PyObject *alone = PyObject_GetAttr(entry->leg, RewriteAloneName);
+    PyObject *alone = GETATTR(entry->leg, RewriteAloneName);
     if (alone == NULL) return -1;
     int rewrite_alone = PyObject_IsTrue(alone);
     Py_DECREF(alone);
     if (rewrite_alone <= 0) return rewrite_alone;
-    PyObject *tag = PyObject_GetAttr(entry->leg, UnlessTaggedName);
+    PyObject *tag = GETATTR(entry->leg, UnlessTaggedName);
     if (tag == NULL) return -1;
     if (tag == Py_None) {
         Py_DECREF(tag);
@@ -214,7 +214,7 @@ done:
 
 /* a leg attribute that must be None for the charged path: 1 if it is, 0 if not, -1 on an error */
 static int unset(PyObject *leg, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(leg, name);
+    PyObject *value = GETATTR(leg, name);
     if (value == NULL) return -1;
     Py_DECREF(value);
     return value == Py_None;
@@ -228,8 +228,8 @@ static void unwritable(PyObject *request) {
     PyErr_NormalizeException(&type, &exc, &traceback);
     Py_XDECREF(type);
     Py_XDECREF(traceback);
-    PyObject *api_key = PyObject_GetAttr(request, ApiKeyName);
-    PyObject *version = api_key == NULL ? NULL : PyObject_GetAttr(request, ApiVersionName);
+    PyObject *api_key = GETATTR(request, ApiKeyName);
+    PyObject *version = api_key == NULL ? NULL : GETATTR(request, ApiVersionName);
     PyObject *text = version == NULL ? NULL : PyUnicode_FromFormat("cannot rewrite %S v%S response: %S", api_key, version, exc);
     Py_XDECREF(api_key);
     Py_XDECREF(version);
@@ -251,7 +251,7 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
     Entry *entry = self->current;
     if (entry == NULL || entry->throttle != Py_None || entry->leg == NoLeg) return 0;
     PyObject *leg = entry->leg;
-    PyObject *raw = PyObject_GetAttr(header, RawName);
+    PyObject *raw = GETATTR(header, RawName);
     if (raw == NULL) return -1;
     int is_raw = PyObject_IsTrue(raw);
     Py_DECREF(raw);
@@ -261,7 +261,7 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
         int none = unset(leg, names[i]);
         if (none <= 0) return none;
     }
-    PyObject *record = PyObject_GetAttr(leg, RecordResponseName);
+    PyObject *record = GETATTR(leg, RecordResponseName);
     if (record == NULL) return -1;
     if (record == Py_None) {
         Py_DECREF(record);
@@ -282,7 +282,7 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
     Py_ssize_t header_length = parts.header_length;
     Py_ssize_t frame_size = PyObject_Length(frame);
     if (frame_size < 0) goto done;
-    if ((rewrite = PyObject_GetAttr(leg, RewriteName)) == NULL) goto done;
+    if ((rewrite = GETATTR(leg, RewriteName)) == NULL) goto done;
     rewritten = rewrite == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(rewrite, body);
     if (rewritten == NULL) {
         unwritable(request);
@@ -352,7 +352,7 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
         if (event == NULL) return NULL;
         Py_DECREF(event); /* the events are the module's constants, kept alive by it */
         if (event == EvHeader) {
-            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            PyObject *header = GETATTR(splitter, HeaderName);
             if (header == NULL) return NULL;
             PyObject *action = header_of(self, header);
             Py_DECREF(header);
@@ -361,9 +361,9 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
             Py_DECREF(action);
             if (done(acted) < 0) return NULL;
         } else if (event == EvFrame) {
-            PyObject *header = PyObject_GetAttr(splitter, HeaderName);
+            PyObject *header = GETATTR(splitter, HeaderName);
             if (header == NULL) return NULL;
-            PyObject *value = PyObject_GetAttr(splitter, ValueName);
+            PyObject *value = GETATTR(splitter, ValueName);
             if (value == NULL) {
                 Py_DECREF(header);
                 return NULL;
@@ -381,7 +381,7 @@ static PyObject *pump(Responses *self, PyObject *splitter) {
             Py_DECREF(value);
             if (done(framed) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvNeedData) {
-            return PyObject_GetAttr(splitter, StreamingName);
+            return GETATTR(splitter, StreamingName);
         } else if (event == EvLastSegment) {
             if (pass_value(self->write, splitter) < 0 || ended(self) < 0) return NULL;
         } else if (event == EvSegment) {

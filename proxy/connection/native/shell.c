@@ -133,11 +133,11 @@ static int shell_init(Shell *self, PyObject *args, PyObject *kwargs) {
     Py_DECREF(parts);
     self->flow = PyObject_GetAttrString(core, "flow");
     if (self->flow == NULL) return -1;
-    self->timeouts = PyObject_GetAttr(self->flow, TimeoutsName);
+    self->timeouts = GETATTR(self->flow, TimeoutsName);
     if (self->timeouts == NULL) return -1;
-    PyObject *inflight = PyObject_GetAttr(self->flow, InflightName);
+    PyObject *inflight = GETATTR(self->flow, InflightName);
     if (inflight == NULL) return -1;
-    self->queue = PyObject_GetAttr(inflight, EntriesName);
+    self->queue = GETATTR(inflight, EntriesName);
     Py_DECREF(inflight);
     if (self->queue == NULL) return -1;
     long long max_inflight;
@@ -162,7 +162,7 @@ static inline Py_ssize_t inflight_count(PyObject *queue) {
 
 /* an attribute's truth: 1, 0, or -1 with an error set */
 static inline int attr_true(PyObject *object, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(object, name);
+    PyObject *value = GETATTR(object, name);
     if (value == NULL) return -1;
     int truth = value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value);
     Py_DECREF(value);
@@ -171,7 +171,7 @@ static inline int attr_true(PyObject *object, PyObject *name) {
 
 /* an attribute as a Py_ssize_t: 0, or -1 with an error set */
 static inline int size_attr(PyObject *object, PyObject *name, Py_ssize_t *value) {
-    PyObject *found = PyObject_GetAttr(object, name);
+    PyObject *found = GETATTR(object, name);
     if (found == NULL) return -1;
     *value = PyLong_AsSsize_t(found);
     Py_DECREF(found);
@@ -194,7 +194,7 @@ static inline PyObject *head_of(PyObject *view, Py_ssize_t size) {
 
 /* client_buffer(sizehint): the client read's buffer, as PureShell.client_buffer */
 static PyObject *client_buffer(Shell *self, PyObject *sizehint) {
-    PyObject *view = PyObject_GetAttr(self->request_buffer, ViewName);
+    PyObject *view = GETATTR(self->request_buffer, ViewName);
     if (view == NULL || self->state == CLOSED) return view;
     Py_ssize_t available = PyObject_Size(view), remaining, size;
     if (available < 0 || size_attr(self->request_splitter, RemainingName, &remaining) < 0) goto failed;
@@ -337,10 +337,10 @@ static PyObject *client_read_open(Shell *self, PyObject *nbytes) {
     /* Flow.client_read(now), its two attributes set here: the idle timeout starts anew; heard from */
     PyObject *now = PyObject_CallNoArgs(self->clock);
     if (now == NULL) return NULL;
-    int failed = PyObject_SetAttr(self->timeouts, LastReadName, now);
+    int failed = SETATTR(self->timeouts, LastReadName, now);
     Py_DECREF(now);
-    if (failed < 0 || PyObject_SetAttr(flow, UnheardName, Zero) < 0) return NULL;
-    PyObject *view = PyObject_GetAttr(buffer, ViewName);
+    if (failed < 0 || SETATTR(flow, UnheardName, Zero) < 0) return NULL;
+    PyObject *view = GETATTR(buffer, ViewName);
     if (view == NULL) return NULL;
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
     PyObject *data = size == -1 && PyErr_Occurred() ? NULL : head_of(view, size);
@@ -378,7 +378,7 @@ static PyObject *client_read_open(Shell *self, PyObject *nbytes) {
 
 /* broker_buffer(sizehint): the broker read's buffer, as PureShell.broker_buffer */
 static PyObject *broker_buffer(Shell *self, PyObject *sizehint) {
-    PyObject *view = PyObject_GetAttr(self->response_buffer, ViewName);
+    PyObject *view = GETATTR(self->response_buffer, ViewName);
     if (view == NULL || self->state == CLOSED) return view;
     Py_ssize_t boundary, available, remaining;
     if (size_attr(self->splices, BoundaryReadBytesName, &boundary) < 0) goto failed;
@@ -403,7 +403,7 @@ static PyObject *broker_read(Shell *self, PyObject *nbytes) {
     if (self->state == CLOSED) Py_RETURN_NONE; /* the connection is closed: nothing more is reported */
     if (self->upstream != NULL) {
         PyObject *upstream = Py_NewRef(self->upstream);
-        PyObject *told = PyObject_GetAttr(upstream, OnFirstReplyName);
+        PyObject *told = GETATTR(upstream, OnFirstReplyName);
         int failed = told == NULL;
         if (told != NULL && told != Py_None) failed = done(call_method(RepliedName, upstream, NULL, NULL, NULL, 1)) < 0;
         Py_XDECREF(told);
@@ -411,7 +411,7 @@ static PyObject *broker_read(Shell *self, PyObject *nbytes) {
         if (failed) return NULL;
     }
     PyObject *buffer = Py_NewRef(self->response_buffer);
-    PyObject *view = PyObject_GetAttr(buffer, ViewName);
+    PyObject *view = GETATTR(buffer, ViewName);
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
     PyObject *data = view == NULL || (size == -1 && PyErr_Occurred()) ? NULL : head_of(view, size);
     Py_XDECREF(view);
@@ -473,7 +473,7 @@ static PyObject *shell_apply(Shell *self, PyObject *unused) {
             at_bound = !mid_frame;
         }
         PyObject *counted = Py_NewRef(self->counted);
-        PyObject *since = PyObject_GetAttr(counted, AtBoundSinceName);
+        PyObject *since = GETATTR(counted, AtBoundSinceName);
         if (since != NULL) {
             if (at_bound == (since == Py_None)) {
                 PyObject *now = call_method(TimeName, self->loop, NULL, NULL, NULL, 1);
