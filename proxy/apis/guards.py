@@ -132,6 +132,14 @@ class PureChained:
 
 
 _TWIN, GUARDS_PATH = load_compiled("proxy.connection._native")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def over(name: str, pure: F) -> F:
+    """The extension's ``name`` made over the pure function ``pure`` where the extension runs (a twin that takes
+    the common case itself and calls ``pure`` for the rest), else ``pure`` itself."""
+    return pure if _TWIN is None else getattr(_TWIN, name)(pure)
+
 
 if TYPE_CHECKING or _TWIN is None:  # typed as the pure classes: the twins take the same arguments
     FetchCap, BudgetTrim, TagRewrite, Chained = PureFetchCap, PureBudgetTrim, PureTagRewrite, PureChained

@@ -35,6 +35,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 from proxy.apis import addresses, byte_rate, internal_topics, producer_ids, topic_rate, volume_pause
+from proxy.apis.guards import over
 from proxy.apis.plan import ConnectionScope, Plan
 from proxy.apis.stages import Planner, Stage, fold, plan_of
 from proxy.codec.apis import FETCH, PRODUCE
@@ -99,8 +100,11 @@ def produce_inputs(scope: ConnectionScope, session: Session, header: RequestHead
     return header.api_version, topic, session.user
 
 
+# each read for every request: proxy/connection/native/stages.c's twins where the extension runs
 REUSABLE: Mapping[int, Reuse] = {
-    FETCH: Reuse((addresses.plan_fetch, byte_rate.plan_fetch, topic_rate.plan_fetch), fetch_inputs),
+    FETCH: Reuse(
+        (addresses.plan_fetch, byte_rate.plan_fetch, topic_rate.plan_fetch), over("FetchInputs", fetch_inputs)
+    ),
     PRODUCE: Reuse(
         (
             addresses.plan_produce,
@@ -110,7 +114,7 @@ REUSABLE: Mapping[int, Reuse] = {
             topic_rate.plan_produce,
             byte_rate.plan_volume_rate,
         ),
-        produce_inputs,
+        over("ProduceInputs", produce_inputs),
         asks=(producer_ids.plan_produce, byte_rate.plan_producer_byte_rate),
     ),
 }

@@ -196,5 +196,7 @@ int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds);
 
 /* guards.c: FetchCap, BudgetTrim, TagRewrite and Chained (proxy.apis.guards' twins) added to the module */
 int add_guards(PyObject *module);
+/* stages.c: FetchInputs and ProduceInputs (proxy.apis.reuse's fetch_inputs and produce_inputs' twins) added */
+int add_stages(PyObject *module);
 
 #endif

@@ -184,7 +184,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0 ||
         PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0 ||
         PyModule_AddObjectRef(created, "Shell", (PyObject *)&ShellType) < 0 ||
-        PyModule_AddObjectRef(created, "HeaderParser", (PyObject *)&HeaderParserType) < 0 || add_guards(created) < 0) {
+        PyModule_AddObjectRef(created, "HeaderParser", (PyObject *)&HeaderParserType) < 0 || add_guards(created) < 0 || add_stages(created) < 0) {
         Py_DECREF(created);
         return NULL;
     }

@@ -1,0 +1,179 @@
+/* FetchInputs and ProduceInputs: proxy.apis.reuse's fetch_inputs and produce_inputs (what a Fetch's and a Produce's
+ * chains read, the key their plans are reused by) in C, called by the planner for every request without a frame.
+ * Each reads what the pure function reads, in the same order (attributes at their slots' offsets: GETATTR), and
+ * hands the cases it does not take (a Produce naming its topic by id) to the pure function it was made over, which
+ * stays the reference (tests/proxy/apis/test_stages_native.py compares the two). */
+
+#include "connection.h"
+
+static PyObject *QuotasName, *FetchName, *ShadowName, *TopicsName, *FetchEnabledName, *ApiVersionName_,
+    *ClientIdName, *ReplicaIdName, *UserName, *KeeperName, *VersionName, *VolumeName, *ProduceEnabledName,
+    *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *pure; /* the function this is the twin of */
+} InputsObject;
+
+static int inputs_traverse(InputsObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->pure);
+    return 0;
+}
+
+static int inputs_clear(InputsObject *self) {
+    Py_CLEAR(self->pure);
+    return 0;
+}
+
+static void inputs_dealloc(InputsObject *self) {
+    PyObject_GC_UnTrack(self);
+    inputs_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The truth of an attribute read: 1, 0, or -1 with an exception set. */
+#define TRUTH(object, name)                                                                                        \
+    __extension__({                                                                                                \
+        PyObject *value_ = GETATTR(object, name);                                                                  \
+        int truth_ = value_ == NULL ? -1 : PyObject_IsTrue(value_);                                                \
+        Py_XDECREF(value_);                                                                                        \
+        truth_;                                                                                                    \
+    })
+
+/* fetch_inputs(scope, session, header) */
+static PyObject *fetch_inputs(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    InputsObject *self = (InputsObject *)callable;
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(self->pure, args, nargsf, kwnames);
+    PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
+    PyObject *quotas = GETATTR(scope, QuotasName), *fetch = NULL, *topics = NULL, *keeper = NULL;
+    PyObject *items[5] = {NULL};
+    if (quotas == NULL || (fetch = GETATTR(quotas, FetchName)) == NULL) goto out;
+    int skip = TRUTH(fetch, ShadowName);
+    if (skip == 0) {
+        topics = GETATTR(quotas, TopicsName);
+        skip = topics == NULL ? -1 : TRUTH(topics, FetchEnabledName);
+    }
+    if (skip != 0) {
+        if (skip > 0) result = Py_NewRef(Py_None);
+        goto out;
+    }
+    if ((items[0] = GETATTR(header, ApiVersionName_)) == NULL || (items[1] = GETATTR(header, ClientIdName)) == NULL ||
+        (items[2] = GETATTR(header, ReplicaIdName)) == NULL || (items[3] = GETATTR(session, UserName)) == NULL ||
+        (keeper = GETATTR(fetch, KeeperName)) == NULL || (items[4] = GETATTR(keeper, VersionName)) == NULL)
+        goto out;
+    result = PyTuple_Pack(5, items[0], items[1], items[2], items[3], items[4]);
+out:
+    for (int i = 0; i < 5; i++) Py_XDECREF(items[i]);
+    Py_XDECREF(quotas);
+    Py_XDECREF(fetch);
+    Py_XDECREF(topics);
+    Py_XDECREF(keeper);
+    return result;
+}
+
+/* produce_inputs(scope, session, header): a topic named by id (v13+) goes to the pure function */
+static PyObject *produce_inputs(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    InputsObject *self = (InputsObject *)callable;
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(self->pure, args, nargsf, kwnames);
+    PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
+    PyObject *quotas = GETATTR(scope, QuotasName), *volume = NULL, *topics = NULL, *topic = NULL, *guard = NULL;
+    PyObject *guarded = NULL, *version = NULL, *user = NULL;
+    if (quotas == NULL || (volume = GETATTR(quotas, VolumeName)) == NULL ||
+        (topics = GETATTR(quotas, TopicsName)) == NULL)
+        goto out;
+    int skip = TRUTH(topics, ProduceEnabledName);
+    if (skip == 0 && volume != Py_None) {
+        skip = TRUTH(volume, PausedName);
+        if (skip == 0) skip = TRUTH(volume, ThrottlingName);
+    }
+    if (skip != 0) {
+        if (skip > 0) result = Py_NewRef(Py_None);
+        goto out;
+    }
+    if ((topic = GETATTR(header, OnlyTopicName)) == NULL || (guard = GETATTR(scope, GuardName)) == NULL ||
+        (guarded = GETATTR(guard, TopicsName)) == NULL)
+        goto out;
+    if (topic == Py_None) {
+        int truth = PyObject_IsTrue(guarded);
+        if (truth != 0) { /* several topics (or the prefix unread): the guard reads the body of a tenant's */
+            if (truth > 0) result = Py_NewRef(Py_None);
+            goto out;
+        }
+    } else if (Py_IS_TYPE(topic, &PyBytes_Type)) { /* named by id: the pure function's */
+        result = PyObject_Vectorcall(self->pure, args, nargsf, NULL);
+        goto out;
+    }
+    if ((version = GETATTR(header, ApiVersionName_)) != NULL && (user = GETATTR(session, UserName)) != NULL)
+        result = PyTuple_Pack(3, version, topic, user);
+out:
+    Py_XDECREF(quotas);
+    Py_XDECREF(volume);
+    Py_XDECREF(topics);
+    Py_XDECREF(topic);
+    Py_XDECREF(guard);
+    Py_XDECREF(guarded);
+    Py_XDECREF(version);
+    Py_XDECREF(user);
+    return result;
+}
+
+static PyObject *inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds, vectorcallfunc call) {
+    PyObject *pure;
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) || !PyArg_ParseTuple(args, "O", &pure)) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s(pure_function)", type->tp_name);
+        return NULL;
+    }
+    InputsObject *self = (InputsObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = call;
+    self->pure = Py_NewRef(pure);
+    return (PyObject *)self;
+}
+
+static PyObject *fetch_inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    return inputs_new(type, args, kwds, fetch_inputs);
+}
+
+static PyObject *produce_inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    return inputs_new(type, args, kwds, produce_inputs);
+}
+
+#define INPUTS_TYPE(NAME, DOC, NEW)                                                                                \
+    PyTypeObject NAME = {                                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
+        .tp_basicsize = sizeof(InputsObject),                                                                      \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
+        .tp_doc = DOC,                                                                                             \
+        .tp_new = NEW,                                                                                             \
+        .tp_call = PyVectorcall_Call,                                                                              \
+        .tp_vectorcall_offset = offsetof(InputsObject, vectorcall),                                                \
+        .tp_traverse = (traverseproc)inputs_traverse,                                                              \
+        .tp_clear = (inquiry)inputs_clear,                                                                         \
+        .tp_dealloc = (destructor)inputs_dealloc,                                                                  \
+    }
+
+INPUTS_TYPE(FetchInputs, "proxy.apis.reuse.fetch_inputs in C", fetch_inputs_new);
+INPUTS_TYPE(ProduceInputs, "proxy.apis.reuse.produce_inputs in C", produce_inputs_new);
+
+int add_stages(PyObject *module) {
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {
+        {&QuotasName, "quotas"},           {&FetchName, "fetch"},         {&ShadowName, "shadow"},
+        {&TopicsName, "topics"},           {&FetchEnabledName, "fetch_enabled"},
+        {&ApiVersionName_, "api_version"}, {&ClientIdName, "client_id"},  {&ReplicaIdName, "replica_id"},
+        {&UserName, "user"},               {&KeeperName, "keeper"},       {&VersionName, "version"},
+        {&VolumeName, "volume"},           {&ProduceEnabledName, "produce_enabled"},
+        {&PausedName, "paused"},           {&ThrottlingName, "throttling"}, {&OnlyTopicName, "only_topic"},
+        {&GuardName, "guard"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return -1;
+    PyTypeObject *types[] = {&FetchInputs, &ProduceInputs};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(module, types[i]->tp_name + 25, (PyObject *)types[i]) < 0)
+            return -1;
+    return 0;
+}
