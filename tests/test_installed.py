@@ -494,6 +494,8 @@ class SparkCluster:
                 return json.load(answer).get("aliveworkers", 0) >= 1
         except OSError:
             return False
+        except ValueError:  # the master's UI page itself: asked before the UI's /json handler was attached
+            return False
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
