@@ -194,8 +194,35 @@ int counts_configure(PyObject *api_metrics_class, PyObject *buckets);
 int count_request(PyObject *metrics, PyObject *nbytes);
 int count_answered(PyObject *metrics, PyObject *nbytes, PyObject *seconds);
 
-/* guards.c: FetchCap, BudgetTrim, TagRewrite and Chained (proxy.apis.guards' twins) added to the module */
+/* guards.c: FetchCap, BudgetTrim, TagRewrite and Chained (proxy.apis.guards' twins) added to the module; and what
+ * they share with stages.c's twins: a callable object whose fields are object pointers after its vectorcall */
 int add_guards(PyObject *module);
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t count; /* object fields that follow */
+    PyObject *fields[10];
+} GuardObject;
+int guard_traverse(GuardObject *self, visitproc visit, void *arg);
+int guard_clear(GuardObject *self);
+void guard_dealloc(GuardObject *self);
+/* an object of ``type`` over ``count`` positional arguments, each kept as a field; ``ints`` marks with 'i' those that
+ * must be ints */
+PyObject *guard_new(PyTypeObject *type, PyObject *args, PyObject *kwds, Py_ssize_t count, vectorcallfunc call,
+                    const char *ints);
+#define GUARD_TYPE(NAME, DOC, NEW)                                                                                 \
+    PyTypeObject NAME = {                                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
+        .tp_basicsize = sizeof(GuardObject),                                                                       \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
+        .tp_doc = DOC,                                                                                             \
+        .tp_new = NEW,                                                                                             \
+        .tp_call = PyVectorcall_Call,                                                                              \
+        .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),                                                 \
+        .tp_traverse = (traverseproc)guard_traverse,                                                               \
+        .tp_clear = (inquiry)guard_clear,                                                                          \
+        .tp_dealloc = (destructor)guard_dealloc,                                                                   \
+    }
 /* stages.c: FetchInputs and ProduceInputs (proxy.apis.reuse's fetch_inputs and produce_inputs' twins) added */
 int add_stages(PyObject *module);
 

@@ -6,36 +6,26 @@
 
 static PyObject *RequestWord, *ResponseWord; /* "request", "response": tagged_fields' side */
 
-/* -- what the four share ------------------------------------------------------------------------------------ */
+/* -- what the four share with stages.c's two (connection.h) ------------------------------------------------------------------------------------ */
 
-/* A guard: its fields are object pointers after the head, so one traverse and one clear serve every type. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    Py_ssize_t count; /* object fields that follow */
-    PyObject *fields[10];
-} GuardObject;
-
-static int guard_traverse(GuardObject *self, visitproc visit, void *arg) {
+int guard_traverse(GuardObject *self, visitproc visit, void *arg) {
     for (Py_ssize_t i = 0; i < self->count; i++) Py_VISIT(self->fields[i]);
     return 0;
 }
 
-static int guard_clear(GuardObject *self) {
+int guard_clear(GuardObject *self) {
     for (Py_ssize_t i = 0; i < self->count; i++) Py_CLEAR(self->fields[i]);
     return 0;
 }
 
-static void guard_dealloc(GuardObject *self) {
+void guard_dealloc(GuardObject *self) {
     PyObject_GC_UnTrack(self);
     guard_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A guard of ``type`` over ``count`` positional arguments, each kept as a field; ``ints`` marks those that must be
- * ints (checked as the pure classes' arithmetic would need them). */
-static PyObject *guard_new(PyTypeObject *type, PyObject *args, PyObject *kwds, Py_ssize_t count, vectorcallfunc call,
-                           const char *ints) {
+PyObject *guard_new(PyTypeObject *type, PyObject *args, PyObject *kwds, Py_ssize_t count, vectorcallfunc call,
+                    const char *ints) {
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_Format(PyExc_TypeError, "%s() takes positional arguments only", type->tp_name);
         return NULL;
@@ -212,20 +202,6 @@ static PyObject *chained_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 /* -- the types ---------------------------------------------------------------------------------------------- */
-
-#define GUARD_TYPE(NAME, DOC, NEW)                                                                        \
-    PyTypeObject NAME = {                                                                                          \
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
-        .tp_basicsize = sizeof(GuardObject),                                                                       \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
-        .tp_doc = DOC,                                                                                             \
-        .tp_new = NEW,                                                                                             \
-        .tp_call = PyVectorcall_Call,                                                                              \
-        .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),                                                 \
-        .tp_traverse = (traverseproc)guard_traverse,                                                               \
-        .tp_clear = (inquiry)guard_clear,                                                                          \
-        .tp_dealloc = (destructor)guard_dealloc,                                                                   \
-    }
 
 GUARD_TYPE(FetchCap, "proxy.apis.guards.PureFetchCap in C", fetch_cap_new);
 GUARD_TYPE(BudgetTrim, "proxy.apis.guards.PureBudgetTrim in C", budget_trim_new);

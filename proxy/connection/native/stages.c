@@ -10,27 +10,7 @@ static PyObject *QuotasName, *FetchName, *ShadowName, *TopicsName, *FetchEnabled
     *ClientIdName, *ReplicaIdName, *UserName, *KeeperName, *VersionName, *VolumeName, *ProduceEnabledName,
     *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName;
 
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *pure; /* the function this is the twin of */
-} InputsObject;
-
-static int inputs_traverse(InputsObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->pure);
-    return 0;
-}
-
-static int inputs_clear(InputsObject *self) {
-    Py_CLEAR(self->pure);
-    return 0;
-}
-
-static void inputs_dealloc(InputsObject *self) {
-    PyObject_GC_UnTrack(self);
-    inputs_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+/* Each is a GuardObject (connection.h) of one field: the pure function it is the twin of. */
 
 /* The truth of an attribute read: 1, 0, or -1 with an exception set. */
 #define TRUTH(object, name)                                                                                        \
@@ -43,8 +23,8 @@ static void inputs_dealloc(InputsObject *self) {
 
 /* fetch_inputs(scope, session, header) */
 static PyObject *fetch_inputs(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    InputsObject *self = (InputsObject *)callable;
-    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(self->pure, args, nargsf, kwnames);
+    PyObject *pure = ((GuardObject *)callable)->fields[0];
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(pure, args, nargsf, kwnames);
     PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
     PyObject *quotas = GETATTR(scope, QuotasName), *fetch = NULL, *topics = NULL, *keeper = NULL;
     PyObject *items[5] = {NULL};
@@ -74,8 +54,8 @@ out:
 
 /* produce_inputs(scope, session, header): a topic named by id (v13+) goes to the pure function */
 static PyObject *produce_inputs(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    InputsObject *self = (InputsObject *)callable;
-    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(self->pure, args, nargsf, kwnames);
+    PyObject *pure = ((GuardObject *)callable)->fields[0];
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(pure, args, nargsf, kwnames);
     PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
     PyObject *quotas = GETATTR(scope, QuotasName), *volume = NULL, *topics = NULL, *topic = NULL, *guard = NULL;
     PyObject *guarded = NULL, *version = NULL, *user = NULL;
@@ -101,7 +81,7 @@ static PyObject *produce_inputs(PyObject *callable, PyObject *const *args, size_
             goto out;
         }
     } else if (Py_IS_TYPE(topic, &PyBytes_Type)) { /* named by id: the pure function's */
-        result = PyObject_Vectorcall(self->pure, args, nargsf, NULL);
+        result = PyObject_Vectorcall(pure, args, nargsf, NULL);
         goto out;
     }
     if ((version = GETATTR(header, ApiVersionName_)) != NULL && (user = GETATTR(session, UserName)) != NULL)
@@ -118,43 +98,16 @@ out:
     return result;
 }
 
-static PyObject *inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds, vectorcallfunc call) {
-    PyObject *pure;
-    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) || !PyArg_ParseTuple(args, "O", &pure)) {
-        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s(pure_function)", type->tp_name);
-        return NULL;
-    }
-    InputsObject *self = (InputsObject *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->vectorcall = call;
-    self->pure = Py_NewRef(pure);
-    return (PyObject *)self;
-}
-
 static PyObject *fetch_inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    return inputs_new(type, args, kwds, fetch_inputs);
+    return guard_new(type, args, kwds, 1, fetch_inputs, "");
 }
 
 static PyObject *produce_inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    return inputs_new(type, args, kwds, produce_inputs);
+    return guard_new(type, args, kwds, 1, produce_inputs, "");
 }
 
-#define INPUTS_TYPE(NAME, DOC, NEW)                                                                                \
-    PyTypeObject NAME = {                                                                                          \
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
-        .tp_basicsize = sizeof(InputsObject),                                                                      \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
-        .tp_doc = DOC,                                                                                             \
-        .tp_new = NEW,                                                                                             \
-        .tp_call = PyVectorcall_Call,                                                                              \
-        .tp_vectorcall_offset = offsetof(InputsObject, vectorcall),                                                \
-        .tp_traverse = (traverseproc)inputs_traverse,                                                              \
-        .tp_clear = (inquiry)inputs_clear,                                                                         \
-        .tp_dealloc = (destructor)inputs_dealloc,                                                                  \
-    }
-
-INPUTS_TYPE(FetchInputs, "proxy.apis.reuse.fetch_inputs in C", fetch_inputs_new);
-INPUTS_TYPE(ProduceInputs, "proxy.apis.reuse.produce_inputs in C", produce_inputs_new);
+GUARD_TYPE(FetchInputs, "proxy.apis.reuse.fetch_inputs in C", fetch_inputs_new);
+GUARD_TYPE(ProduceInputs, "proxy.apis.reuse.produce_inputs in C", produce_inputs_new);
 
 int add_stages(PyObject *module) {
     struct {

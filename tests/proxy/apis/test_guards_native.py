@@ -20,6 +20,7 @@ from proxy.codec.fetch_prefix import fact_places
 from proxy.codec.messages import encode_request, encode_response, new_request, new_response
 from proxy.codec.skim import tagged_fields
 from quota.primitives.compiled import load_compiled
+from tests.twins import outcome
 
 twin, _ = load_compiled("proxy.connection._native")
 if twin is None:
@@ -46,13 +47,6 @@ class Script:
         if isinstance(answer, Exception):
             raise answer
         return answer
-
-
-def outcome(call, *args):
-    try:
-        return ("answer", call(*args))
-    except Exception as e:  # noqa: BLE001  the same error either way is what is compared
-        return ("error", type(e), str(e))
 
 
 def fetch_request(version: int, max_bytes: int, replica_id: int | None) -> bytes:

@@ -14,19 +14,13 @@ from hypothesis import strategies as st
 
 from proxy.apis.reuse import fetch_inputs, produce_inputs
 from quota.primitives.compiled import load_compiled
+from tests.twins import outcome
 
 native, _ = load_compiled("proxy.connection._native")
 if native is None:
     pytest.skip("the C extension is not built here (or the pure path is chosen)", allow_module_level=True)
 
 TOPIC_ID = bytes(range(16))
-
-
-def outcome(call, *args):
-    try:
-        return ("value", call(*args))
-    except Exception as e:  # noqa: BLE001  the same error either way is what is compared
-        return ("error", type(e), str(e))
 
 
 class Topics:

@@ -23,6 +23,7 @@ from proxy.codec.accel import NATIVE
 from proxy.codec.frame import BOUNDARY, BUFFER, DROP, HEADER, NEED_DATA, STOP, STREAM, PureFrameSplitter
 from proxy.codec.header import encode_request_header, frame, parse_response_prefix
 from proxy.codec.produce_prefix import parse_request_prefix
+from tests.twins import outcome
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built here (or is switched off)")
 
@@ -58,16 +59,6 @@ def state(splitter):
         splitter.stopped,
         splitter.at_frame_boundary,
     )
-
-
-def outcome(call, *args):
-    try:
-        result = call(*args)
-    except Exception as exc:  # every error counts: the same class and message from both
-        return "raised", type(exc), str(exc)
-    if isinstance(result, (bytes, bytearray, memoryview)):
-        return "bytes", type(result), bytes(result)
-    return "value", result
 
 
 @st.composite

@@ -12,17 +12,11 @@ import dataclasses
 import pytest
 
 from quota.primitives.compiled import load_compiled
+from tests.twins import outcome
 
 native, _ = load_compiled("proxy.connection._native")
 if native is None:
     pytest.skip("the C extension is not built here (or the pure path is chosen)", allow_module_level=True)
-
-
-def outcome(call, *args):
-    try:
-        return ("value", call(*args))
-    except Exception as e:  # noqa: BLE001  the same error either way is what is compared
-        return ("error", type(e), str(e))
 
 
 class Slotted:
