@@ -4,8 +4,9 @@
 :class:`PureHotPaths` is the reference and the pure path; where the package's C extension is built, the manager
 (:class:`quota.managers.client_quota.ClientQuotaManager`) is a class over its twin instead, ``quota.primitives._rate``'s
 ``HotPaths`` (quota/primitives/native/hot_paths.c), which takes the common case itself: a client whose sensor
-:meth:`~quota.primitives.sensor_keeper.SensorKeeper.known` finds by one lookup of its names, no smoothing, no usage
-shared, no expiry or move due, a plain :class:`~quota.primitives.sensor.ClientSensors` over the C rate. In every other
+:meth:`~quota.primitives.sensor_keeper.SensorKeeper.known` finds by one lookup of its names, no smoothing, no expiry
+or move due, a plain :class:`~quota.primitives.sensor.ClientSensors` over the C rate (usage shared with peers is told
+to the tap there too). In every other
 case it calls this class's method of the same name, so each answers the same and leaves every sensor the same
 (tests/quota/managers/test_hot_paths_native.py drives both through the same records, clocks and table changes).
 """

@@ -5,8 +5,9 @@
  * (configure_hot_paths), before changing anything: so both answer the same and leave every sensor the same
  * (tests/quota/managers/test_hot_paths_native.py). The common case is a client whose sensor SensorKeeper.known finds
  * by one lookup of its names (the table's shape by names, by client-id or by user; a quota group's member and a
- * table mixing the last two go to the pure method), smoothing off, no usage shared (tap), no expiry due and no move
- * of the sensor due, a plain ClientSensors over the C rate, and times that are ints.
+ * table mixing the last two go to the pure method), smoothing off, no expiry due and no move of the sensor due, a
+ * plain ClientSensors over the C rate, and times that are ints; usage shared with peers is told to the tap as the
+ * pure method tells it.
  *
  * What it reads is where the pure class keeps it, read without a lookup by name (each is 80-100 instructions, as
  * much as the bytecode it replaces): the manager's attributes the methods read are this type's own fields (the pure
