@@ -148,11 +148,35 @@ static inline int long_of(PyObject *found, long long *value) {
 }
 #define long_attr(object, name, value) long_of(GETATTR(object, name), value)
 
-static inline PyObject *call_method(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c,
-                                    Py_ssize_t nargs) {
+/* self.name(a, b, c) (the first nargs - 1 of them). Each call site caches, as GETATTR does, the type it last saw,
+ * its version tag and the method its class defines under that name, when finding it is what a method call does
+ * without the instance: a function or a method descriptor (CPython's own unbound-method call) of a type whose
+ * instances have no __dict__ of their own that could hold the name, and with generic attribute access. It then calls
+ * the method with self first, as PyObject_VectorcallMethod does after its lookup; every other case goes by name. */
+typedef struct {
+    PyTypeObject *type; /* borrowed: compared, never dereferenced unless its version matches */
+    unsigned int version;
+    PyObject *name;
+    PyObject *method; /* borrowed from the type's dict while the version holds; NULL: call by name */
+} MethodCache;
+
+void method_fill(PyObject *self, PyObject *name, MethodCache *cache); /* module.c */
+
+static inline PyObject *call_cached(PyObject *name, PyObject *self, PyObject *a, PyObject *b, PyObject *c,
+                                   Py_ssize_t nargs, MethodCache *cache) {
+    PyTypeObject *type = Py_TYPE(self);
+    if (type != cache->type || name != cache->name || type->tp_version_tag != cache->version)
+        method_fill(self, name, cache);
     PyObject *args[] = {self, a, b, c};
+    if (cache->method != NULL && type == cache->type) return PyObject_Vectorcall(cache->method, args, nargs, NULL);
     return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
+
+#define call_method(name, self, a, b, c, nargs)                                                                     \
+    __extension__({                                                                                                \
+        static MethodCache method_cache_;                                                                          \
+        call_cached((name), (self), (a), (b), (c), (nargs), &method_cache_);                                       \
+    })
 
 static inline int done(PyObject *result) {
     if (result == NULL) return -1;

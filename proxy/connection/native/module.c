@@ -94,6 +94,36 @@ int setattr_fill(PyObject *object, PyObject *name, PyObject *value, AttrCache *c
     return PyObject_SetAttr(object, name, value);
 }
 
+void method_fill(PyObject *self, PyObject *name, MethodCache *cache) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject *method = NULL;
+    cache->type = NULL;
+    cache->method = NULL;
+    int own_dict = type->tp_dictoffset != 0;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    own_dict = own_dict || PyType_HasFeature(type, Py_TPFLAGS_MANAGED_DICT);
+#endif
+    if (type->tp_getattro == PyObject_GenericGetAttr && !own_dict && PyUnicode_CheckExact(name)) {
+        PyObject *found = _PyType_Lookup(type, name); /* borrowed; gives the type a version tag */
+        if (found != NULL && PyType_HasFeature(Py_TYPE(found), Py_TPFLAGS_METHOD_DESCRIPTOR)) method = found;
+    }
+    if (type->tp_version_tag == 0) return; /* no version to check against: called by name each time */
+    cache->version = type->tp_version_tag;
+    cache->name = name;
+    cache->method = method;
+    cache->type = type;
+}
+
+/* method_probe(object, name, *args): one call site of call_method, for the same tests (up to three arguments). */
+static PyObject *method_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || nargs > 5 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "method_probe(object, name, *up_to_three_arguments)");
+        return NULL;
+    }
+    PyObject *a = nargs > 2 ? args[2] : NULL, *b = nargs > 3 ? args[3] : NULL, *c = nargs > 4 ? args[4] : NULL;
+    return call_method(args[1], args[0], a, b, c, nargs - 1);
+}
+
 /* attr_probe(object, name) and setattr_probe(object, name, value): one call site each of GETATTR and SETATTR, for
  * tests/proxy/connection/test_attr_cache_native.py (its cache lives as long as the module, as the paths' do). */
 static PyObject *attr_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -122,6 +152,7 @@ static PyObject *monotonic_ms(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"attr_probe", (PyCFunction)(void (*)(void))attr_probe, METH_FASTCALL, "GETATTR at one call site (tests)"},
+    {"method_probe", (PyCFunction)(void (*)(void))method_probe, METH_FASTCALL, "call_method at one site (tests)"},
     {"setattr_probe", (PyCFunction)(void (*)(void))setattr_probe, METH_FASTCALL, "SETATTR at one call site (tests)"},
     {"monotonic_ms", monotonic_ms, METH_NOARGS, "time.monotonic_ns() // 1_000_000 (proxy.ground.clock)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,

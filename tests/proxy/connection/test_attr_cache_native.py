@@ -146,3 +146,79 @@ def test_a_slot_set_again_drops_its_old_value():
     native.setattr_probe(o, "a", "other")
     native.setattr_probe(o, "a", "other again")
     assert sys.getrefcount(value) == before - 1
+
+
+class Methods:
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k=1):
+        self.n += k
+        return ("Methods.add", self.n)
+
+    @staticmethod
+    def add_static(k=1):
+        return ("static", k)
+
+
+class MoreMethods(Methods):
+    __slots__ = ()
+
+    def add(self, k=1):
+        return ("MoreMethods.add", k)
+
+
+class WithDict:
+    def add(self, k=1):
+        return ("WithDict.add", k)
+
+
+def with_dict_shadowed():
+    o = WithDict()
+    o.add = lambda k=1: ("the instance's own", k)
+    return o
+
+
+class Intercepting:
+    __slots__ = ()
+
+    def add(self, k=1):
+        return ("never called by name", k)
+
+    def __getattribute__(self, name):
+        return lambda k=1: ("intercepted", name, k)
+
+
+METHOD_OBJECTS = [Methods, MoreMethods, WithDict, with_dict_shadowed, Hooked, Intercepting, lambda: [1], Slotted]
+
+
+@pytest.mark.parametrize("name", ["add", "add_static", "append", "missing"])
+def test_method_calls_do_what_a_call_by_name_does_whatever_types_come_in_turn(name):
+    def by_name(o, *args):
+        return getattr(o, name)(*args)
+
+    for args in ((), (5,)):
+        for first in METHOD_OBJECTS:
+            for second in METHOD_OBJECTS:
+                for make in (first, second, second):  # each type after each other, the cache filled and missed
+                    mine, theirs = make(), make()
+                    assert outcome(native.method_probe, mine, name, *args) == outcome(by_name, theirs, *args)
+                    if isinstance(mine, list | Methods):
+                        assert (mine if isinstance(mine, list) else mine.n) == (
+                            theirs if isinstance(theirs, list) else theirs.n
+                        )
+
+
+def test_a_method_replaced_after_its_call_was_cached_is_called_as_replaced():
+    class Changing:
+        __slots__ = ()
+
+        def speak(self):
+            return "before"
+
+    o = Changing()
+    assert native.method_probe(o, "speak") == "before"
+    Changing.speak = lambda self: "after"  # the type's version tag changes
+    assert native.method_probe(o, "speak") == "after"
