@@ -168,7 +168,12 @@ static inline PyObject *call_cached(PyObject *name, PyObject *self, PyObject *a,
     if (type != cache->type || name != cache->name || type->tp_version_tag != cache->version)
         method_fill(self, name, cache);
     PyObject *args[] = {self, a, b, c};
-    if (cache->method != NULL && type == cache->type) return PyObject_Vectorcall(cache->method, args, nargs, NULL);
+    if (cache->method != NULL && type == cache->type) { /* held for the call, as a bound method would hold it */
+        PyObject *method = Py_NewRef(cache->method);
+        PyObject *result = PyObject_Vectorcall(method, args, nargs, NULL);
+        Py_DECREF(method);
+        return result;
+    }
     return PyObject_VectorcallMethod(name, args, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 

@@ -131,7 +131,8 @@ static int record_common(HotPathsObject *self, PyObject *user, PyObject *client_
     if (!c_rate(sensors, &rate, &limit)) return 0;
     PyObject *total = SLOT(sensors, C_value_total);
     if (total == NULL) return 0;
-    Py_INCREF(sensors);
+    Py_INCREF(sensors); /* held across what may run Python code (the additions, the tap) */
+    Py_INCREF(rate);
     Py_INCREF(limit);
     Py_INCREF(total);
     int within, result = -1;
@@ -156,6 +157,7 @@ static int record_common(HotPathsObject *self, PyObject *user, PyObject *client_
     result = *decision == NULL ? -1 : 1;
 out:
     Py_DECREF(limit);
+    Py_DECREF(rate);
     Py_DECREF(sensors);
     return result;
 }
