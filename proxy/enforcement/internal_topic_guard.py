@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 class InternalTopicGuard:
     """Who may write the internal topics, and the count of refusals. ``topics`` empty: nothing to guard."""
 
+    # read per Produce by the connection extension's reuse key (a slot, cached per call site); the rest in the dict
+    __slots__ = ("topics", "__dict__")
+
     def __init__(
         self,
         topics: Iterable[str] = (),

@@ -66,6 +66,8 @@ class ClientQuotaManager(HotPaths):
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
+    # read per Fetch by the connection extension's reuse key (a slot, cached per call site); the rest in the dict
+    __slots__ = ("shadow", "__dict__")
 
     def __init__(
         self,

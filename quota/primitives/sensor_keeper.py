@@ -79,9 +79,11 @@ class SensorKeeper(Generic[S]):
     """The sensors of ``quota_key`` under ``quotas``, each a ``sensors_class`` over ``window``, dropped after
     ``expiration_ms`` without a record. Every method that needs the time takes it (``now_ms``)."""
 
-    # The two a byte-rate manager's C hot paths read (quota/primitives/native/hot_paths.c) as slots, at their offsets;
-    # the rest in the instance's dict (``known`` is set over the method of that name, which a slot could not be).
-    __slots__ = ("table", "_known_by", "__dict__")
+    # The two a byte-rate manager's C hot paths read (quota/primitives/native/hot_paths.c) as slots, at their offsets,
+    # and the version the connection extension's Fetch reuse key reads (its slot cached per call site, as for the
+    # other slots it reads); the rest in the instance's dict (``known`` is set over the method of that name, which a
+    # slot could not be).
+    __slots__ = ("table", "_known_by", "version", "__dict__")
 
     def __init__(
         self,

@@ -93,18 +93,26 @@ static inline int clock_ns(PyObject *clock, long long *now) {
     return *now == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* Attributes read and set at their slots' offsets, as CPython's own specialised bytecode does (LOAD_ATTR_SLOT,
- * STORE_ATTR_SLOT): a lookup by name costs 80-100 instructions, and the paths make thirty of them per request and
- * response. Each call site of GETATTR or SETATTR keeps the type it last saw, that type's version tag (which CPython
- * changes whenever the type or a base is modified) and the offset of the attribute's slot (0: not a plain slot, read
- * by name). A slot is used only where the type's attribute access is the generic one (no __getattribute__ or
- * __setattr__ of its own, so not a frozen dataclass's set) and the attribute is a plain __slots__ member; an unset
- * slot, and every other case, goes through PyObject_GetAttr/SetAttr as before, with the same answer and error. */
+/* Attributes read and set without a lookup by name, as CPython's own specialised bytecode does (LOAD_ATTR_SLOT,
+ * STORE_ATTR_SLOT, and a C type's getset and member descriptors called directly): a lookup by name costs 80-100
+ * instructions, and the paths make thirty of them per request and response. Each call site of GETATTR or SETATTR
+ * keeps the type it last saw, that type's version tag (which CPython changes whenever the type or a base is modified)
+ * and what the type's descriptor for the name does: the offset of a plain object slot (a __slots__ member, or a C
+ * type's object member), or a C type's getter (setter) and its closure, or a C type's member of another kind. These
+ * are data descriptors, which the generic attribute access takes before any instance __dict__; they are used only
+ * where the type's attribute access is the generic one (no __getattribute__ or __setattr__ of its own, so not a frozen
+ * dataclass's set). An unset slot, and every other case, goes through PyObject_GetAttr/SetAttr as before, with the
+ * same answer and error. One cache per call site: a helper taking the name as an argument would share one between
+ * all of its callers' names (each call a miss), so the helpers that read by name are macros over GETATTR. */
 typedef struct {
     PyTypeObject *type; /* borrowed: compared, never dereferenced unless its version matches */
     unsigned int version;
     PyObject *name;
-    Py_ssize_t offset;
+    Py_ssize_t offset;     /* an object slot's offset; 0: none */
+    getter get;            /* reading: a getset descriptor's getter (setter, writing); NULL: none */
+    setter set;
+    void *closure;         /* the getset's closure */
+    PyMemberDef *member;   /* reading: a member of another kind, read as its descriptor reads it; NULL: none */
 } AttrCache;
 
 PyObject *attr_fill(PyObject *object, PyObject *name, AttrCache *cache);              /* module.c */
@@ -113,18 +121,27 @@ int setattr_fill(PyObject *object, PyObject *name, PyObject *value, AttrCache *c
 static inline PyObject *attr_cached(PyObject *object, PyObject *name, AttrCache *cache) {
     PyTypeObject *type = Py_TYPE(object);
     if (type == cache->type && name == cache->name && type->tp_version_tag == cache->version) {
-        PyObject *value = cache->offset ? *(PyObject **)((char *)object + cache->offset) : NULL;
-        return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(object, name);
+        if (cache->offset) {
+            PyObject *value = *(PyObject **)((char *)object + cache->offset);
+            if (value != NULL) return Py_NewRef(value);
+        } else if (cache->get != NULL) {
+            return cache->get(object, cache->closure);
+        } else if (cache->member != NULL) {
+            return PyMember_GetOne((const char *)object, cache->member);
+        }
+        return PyObject_GetAttr(object, name);
     }
     return attr_fill(object, name, cache);
 }
 
 static inline int setattr_cached(PyObject *object, PyObject *name, PyObject *value, AttrCache *cache) {
     PyTypeObject *type = Py_TYPE(object);
-    if (value != NULL && type == cache->type && name == cache->name && type->tp_version_tag == cache->version &&
-        cache->offset) {
-        Py_XSETREF(*(PyObject **)((char *)object + cache->offset), Py_NewRef(value));
-        return 0;
+    if (value != NULL && type == cache->type && name == cache->name && type->tp_version_tag == cache->version) {
+        if (cache->offset) {
+            Py_XSETREF(*(PyObject **)((char *)object + cache->offset), Py_NewRef(value));
+            return 0;
+        }
+        if (cache->set != NULL) return cache->set(object, value, cache->closure);
     }
     return setattr_fill(object, name, value, cache);
 }
@@ -189,8 +206,9 @@ static inline int done(PyObject *result) {
     return 0;
 }
 
-static inline int pass_value(PyObject *write, PyObject *splitter) {
-    PyObject *value = PyObject_GetAttr(splitter, ValueName);
+/* write(splitter.value): a macro, so that each call site has its own GETATTR cache */
+#define pass_value(write, splitter) pass_on((write), GETATTR((splitter), ValueName))
+static inline int pass_on(PyObject *write, PyObject *value) {
     if (value == NULL) return -1;
     PyObject *written = PyObject_CallOneArg(write, value);
     Py_DECREF(value);

@@ -60,27 +60,44 @@ static PyObject *configure_shell(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
-/* The offset of ``name``'s slot in ``type`` when reading it there (writing, with ``writing``) is what the generic
- * attribute access does: a plain __slots__ member (an object, unset until set, writable), found through the MRO, of
- * a type without its own __getattribute__ (__setattr__); else 0. */
-static Py_ssize_t plain_slot(PyTypeObject *type, PyObject *name, int writing) {
-    if (writing ? type->tp_setattro != PyObject_GenericSetAttr : type->tp_getattro != PyObject_GenericGetAttr)
-        return 0;
-    if (!PyUnicode_CheckExact(name)) return 0;
+/* What the generic attribute access finds for ``name`` in ``type``'s MRO when reading it (writing, with ``writing``),
+ * set in ``cache`` when it is a data descriptor of a kind read or written without the lookup: a member (an object slot
+ * at its offset; reading, a member of another kind through its PyMemberDef) or a getset with a getter (setter). None of
+ * them when the type has its own __getattribute__ (__setattr__), or the descriptor is anything else. */
+static void describe(PyTypeObject *type, PyObject *name, AttrCache *cache, int writing) {
+    cache->offset = 0;
+    cache->get = NULL;
+    cache->set = NULL;
+    cache->closure = NULL;
+    cache->member = NULL;
+    if (writing ? type->tp_setattro != PyObject_GenericSetAttr : type->tp_getattro != PyObject_GenericGetAttr) return;
+    if (!PyUnicode_CheckExact(name)) return;
     PyObject *descr = _PyType_Lookup(type, name); /* borrowed; gives the type a version tag */
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) return 0;
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    return member->type == T_OBJECT_EX && member->flags == 0 ? member->offset : 0;
+    if (descr == NULL) return;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (writing) {
+            if (member->type == T_OBJECT_EX && member->flags == 0) cache->offset = member->offset;
+        } else if (member->type == T_OBJECT_EX && (member->flags & ~READONLY) == 0) {
+            cache->offset = member->offset;
+        } else if ((member->flags & ~READONLY) == 0) {
+            cache->member = member;
+        }
+    } else if (Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+        PyGetSetDef *getset = ((PyGetSetDescrObject *)descr)->d_getset;
+        if (writing) cache->set = getset->set;
+        else cache->get = getset->get;
+        cache->closure = getset->closure;
+    }
 }
 
 static void fill(PyObject *object, PyObject *name, AttrCache *cache, int writing) {
     PyTypeObject *type = Py_TYPE(object);
-    Py_ssize_t offset = plain_slot(type, name, writing);
+    describe(type, name, cache, writing);
     cache->type = NULL;
     if (type->tp_version_tag == 0) return; /* no version to check against: read by name each time */
     cache->version = type->tp_version_tag;
     cache->name = name;
-    cache->offset = offset;
     cache->type = type;
 }
 

@@ -212,9 +212,9 @@ done:
     return result;
 }
 
-/* a leg attribute that must be None for the charged path: 1 if it is, 0 if not, -1 on an error */
-static int unset(PyObject *leg, PyObject *name) {
-    PyObject *value = GETATTR(leg, name);
+/* a leg attribute's value (its reference taken) that must be None for the charged path: 1 if it is, 0 if not, -1 on
+ * an error (NULL) */
+static inline int none_of(PyObject *value) {
     if (value == NULL) return -1;
     Py_DECREF(value);
     return value == Py_None;
@@ -256,11 +256,10 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
     int is_raw = PyObject_IsTrue(raw);
     Py_DECREF(raw);
     if (is_raw) return is_raw < 0 ? -1 : 0;
-    PyObject *names[] = {LookupName, ObserveName, SettleName, AccountedName};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        int none = unset(leg, names[i]);
-        if (none <= 0) return none;
-    }
+    int none; /* each read its own call site (GETATTR's cache) */
+    if ((none = none_of(GETATTR(leg, LookupName))) <= 0 || (none = none_of(GETATTR(leg, ObserveName))) <= 0 ||
+        (none = none_of(GETATTR(leg, SettleName))) <= 0 || (none = none_of(GETATTR(leg, AccountedName))) <= 0)
+        return none;
     PyObject *record = GETATTR(leg, RecordResponseName);
     if (record == NULL) return -1;
     if (record == Py_None) {

@@ -160,23 +160,25 @@ static inline Py_ssize_t inflight_count(PyObject *queue) {
     return PyObject_Size(queue);
 }
 
-/* an attribute's truth: 1, 0, or -1 with an error set */
-static inline int attr_true(PyObject *object, PyObject *name) {
-    PyObject *value = GETATTR(object, name);
+/* a value's truth (its reference taken): 1, 0, or -1 with an error set (NULL: the error of reading it) */
+static inline int truth_of(PyObject *value) {
     if (value == NULL) return -1;
     int truth = value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value);
     Py_DECREF(value);
     return truth;
 }
 
-/* an attribute as a Py_ssize_t: 0, or -1 with an error set */
-static inline int size_attr(PyObject *object, PyObject *name, Py_ssize_t *value) {
-    PyObject *found = GETATTR(object, name);
+/* a value as a Py_ssize_t (its reference taken): 0, or -1 with an error set */
+static inline int size_of(PyObject *found, Py_ssize_t *value) {
     if (found == NULL) return -1;
     *value = PyLong_AsSsize_t(found);
     Py_DECREF(found);
     return *value == -1 && PyErr_Occurred() ? -1 : 0;
 }
+
+/* an attribute's truth, and an attribute as a Py_ssize_t: macros, so that each call site has its own GETATTR cache */
+#define attr_true(object, name) truth_of(GETATTR(object, name))
+#define size_attr(object, name, value) size_of(GETATTR(object, name), value)
 
 /* view[:size] (a new reference) */
 static inline PyObject *head_of(PyObject *view, Py_ssize_t size) {

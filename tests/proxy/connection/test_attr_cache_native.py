@@ -1,13 +1,15 @@
 """The connection extension's attribute caches (GETATTR and SETATTR in proxy/connection/native/connection.h: a slot
-read and set at its offset, keyed by the type and its version tag) against Python's own getattr and setattr, through
-one call site each (the extension's attr_probe and setattr_probe) given objects of many types in turn: slotted
-classes, a subclass whose slot is shadowed, a class changed after its slot was cached, __getattr__ and
-__getattribute__ of their own, frozen dataclasses, unset slots, dict attributes. Skipped where the extension is not
-built."""
+read and set at its offset, a C type's getset called and its other members read through their descriptors, keyed by
+the type and its version tag) against Python's own getattr and setattr, through one call site each (the extension's
+attr_probe and setattr_probe) given objects of many types in turn: slotted classes, a subclass whose slot is
+shadowed, a class changed after its slot was cached, __getattr__ and __getattribute__ of their own, frozen
+dataclasses, unset slots, dict attributes, C types' getsets (with and without a setter, a getter that raises),
+read-only object members, members of other kinds. Skipped where the extension is not built."""
 
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import pytest
 
@@ -65,6 +67,10 @@ class Plain:
 
 
 def objects():
+    return [*python_typed(), *c_typed()]
+
+
+def python_typed():
     unset = Slotted()
     del unset.a
     return [
@@ -83,13 +89,81 @@ def objects():
     ]
 
 
-@pytest.mark.parametrize("name", ["a", "b", "c", "start"])
+def _function():
+    return None
+
+
+HEADER = types.SimpleNamespace(correlation_id=7)
+
+
+class ErrorSub(OSError):
+    pass
+
+
+def c_typed():
+    """Objects of C types whose attributes are getset descriptors or members of several kinds."""
+    released = memoryview(b"ab")
+    released.release()
+    return [
+        complex(1, 2),  # real: a read-only double member
+        _function,  # __name__: a getset with a setter; __module__: an object member that may be NULL (None)
+        OSError(2, "gone"),  # errno: an object member
+        ErrorSub(3, "sub"),
+        memoryview(b"abc"),  # nbytes, obj: getsets without a setter
+        released,  # its getsets raise
+        native.InFlight(HEADER, 0, True),  # leg: the extension's own getset
+        native.Responses.__new__(native.Responses),  # _flow: a read-only object member, unset
+    ]
+
+
+NAMES = ["a", "b", "c", "start", "real", "__name__", "__module__", "errno", "nbytes", "obj", "leg", "_flow"]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_reads_answer_as_getattr_whatever_types_come_in_turn(name):
     for _ in range(3):  # each type after each other, the cache filled and missed
         for first in objects():
             for second in objects():
                 for o in (first, second, second):
                     assert outcome(native.attr_probe, o, name) == outcome(getattr, o, name)
+
+
+def test_a_subclass_of_a_c_type_changed_after_its_member_was_read_is_read_as_changed():
+    class Changing(OSError):
+        pass
+
+    o = Changing(4, "x")
+    assert native.attr_probe(o, "errno") == 4
+    Changing.errno = property(lambda self: "a property now")  # the type's version tag changes
+    assert native.attr_probe(o, "errno") == o.errno == "a property now"
+    del Changing.errno
+    assert native.attr_probe(o, "errno") == 4
+
+
+def test_sets_of_c_types_getsets_and_members_do_what_setattr_does():
+    """Each object made twice, one set through the cache and one by setattr; each twice (the cache filled, then used),
+    values of the right type and of the wrong one, attributes with a setter, without one, and read-only members."""
+    makers = [lambda: _copy_function(), lambda: OSError(2, "gone"), lambda: memoryview(b"abc"), lambda: slice(1, 2)]
+    makers += [lambda: native.InFlight(HEADER, 0, True), lambda: native.Responses.__new__(native.Responses)]
+    for value in ("x", None, 0, ("t",)):
+        for make in makers:
+            for name in ("__name__", "__module__", "errno", "nbytes", "start", "leg", "_flow"):
+                mine, theirs = make(), make()
+                for _ in range(2):
+                    got = outcome(native.setattr_probe, mine, name, value)
+                    expected = outcome(setattr, theirs, name, value)
+                    assert (got[0], got[1] if got[0] == "error" else None) == (
+                        expected[0],
+                        expected[1] if expected[0] == "error" else None,
+                    ), (make(), name, value)
+                    assert outcome(getattr, mine, name) == outcome(getattr, theirs, name)
+
+
+def _copy_function():
+    def f():
+        return None
+
+    return f
 
 
 def test_a_class_changed_after_its_slot_was_read_is_read_as_changed():
@@ -108,7 +182,7 @@ def test_a_class_changed_after_its_slot_was_read_is_read_as_changed():
 
 def test_sets_do_what_setattr_does():
     for value in ("x", None, 0):
-        for o in objects():
+        for o in python_typed():
             for name in ("a", "b", "start"):
                 mine, theirs = o, o
                 if not isinstance(o, int | str | slice):
