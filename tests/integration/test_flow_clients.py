@@ -64,6 +64,11 @@ LARGE_BOUND = 1.4
 SCRAPE_S = 0.1
 COUNTER = "kafka_quota_proxy_quota_bytes_total"
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+# What a kafka-python producer run flat out holds unacknowledged: twice what its connection carries in flight (5
+# requests, each a batch for every partition), so it always has full requests ready to send. kafka-python 3 has no
+# buffer.memory bound: unbounded, the loop queued without end (the client's memory past 1 GB in 50 s). Its CPU is the
+# same either way: while throttled, its network thread polls without waiting (about one core, kafka-python's own).
+IN_FLIGHT = 5  # kafka-python's max_in_flight_requests_per_connection default
 PIPELINING = {"batch.size": 16384, "queue.buffering.max.kbytes": 1024, "linger.ms": 5, "acks": 1}
 
 
@@ -181,8 +186,14 @@ def kp_producer(extra: dict):
 
         watch_throttle_timer(client)
         p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client.name, **extra)
+        backlog = 2 * IN_FLIGHT * PARTITIONS * extra.get("batch_size", 16384) // len(VALUE)
+        sent = 0
         while not client.stop.is_set():
+            if sent - len(client.times) >= backlog:
+                time.sleep(0.005)
+                continue
             p.send(client.topic, VALUE).add_callback(client.record)
+            sent += 1
         try:
             p.close(timeout=1)  # what is still buffered is dropped: the measurement is over
         except KafkaTimeoutError:
