@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from proxy.connection.writer import Writer, writer_of
+
 
 class BrokerEvents(Protocol):
     def broker_backpressure(self, on: bool) -> None: ...
@@ -40,11 +42,12 @@ _DETACHED = _Detached()
 
 
 class UpstreamConnection(asyncio.BufferedProtocol):
-    __slots__ = ("_events", "transport", "closed", "on_first_reply", "get_buffer", "buffer_updated")
+    __slots__ = ("_events", "transport", "writer", "closed", "on_first_reply", "get_buffer", "buffer_updated")
 
     # set by connection_made, which asyncio calls before ``create_connection`` hands this protocol out: nothing reads
     # it earlier
     transport: asyncio.Transport
+    writer: Writer  # what the broker's bytes are written through (proxy/connection/writer.py), write_eof too
 
     def __init__(self, events: BrokerReader) -> None:
         self._events: BrokerEvents = events
@@ -58,6 +61,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream connection's (typeshed: its base class)
+        self.writer = writer_of(self.transport)
 
     def eof_received(self) -> bool:
         return False

@@ -194,7 +194,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             # anything is held back, so asyncio should not report the end then; this keeps the order if it does.)
             self.life.on(Event.CLIENT_EOF_HELD)
         else:
-            upstream.transport.write_eof()
+            upstream.writer.write_eof()
             self.life.on(Event.CLIENT_EOF)
         return True  # keep our side open to deliver the remaining answers
 
@@ -285,7 +285,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if life.state is State.EOF_PENDING and not flow.read_ahead_bytes and upstream is not None:
             life.on(Event.HELD_SENT)
             if not upstream.transport.is_closing():
-                upstream.transport.write_eof()
+                upstream.writer.write_eof()
         shell = self.shell
         if state.reading_client != shell.reading_client:
             shell.reading_client = state.reading_client

@@ -34,6 +34,7 @@ from proxy.connection.splice import (
     Splice,
     open_splice,
 )
+from proxy.connection.writer import Writer, writer_of
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
@@ -134,6 +135,7 @@ class Splicer:
         "_listener",
         "_enabled",
         "_client",
+        "_client_writer",
         "_broker",
         "_client_fd",
         "_broker_fd",
@@ -147,6 +149,7 @@ class Splicer:
 
     # set by attach_client and attach_broker, before anything is read from either socket (so before any write)
     _client: asyncio.Transport
+    _client_writer: Writer  # what the client's bytes are written through (proxy/connection/writer.py)
     _broker: UpstreamConnection
 
     def __init__(
@@ -196,16 +199,17 @@ class Splicer:
             return
         if client:
             if self.response is None:
-                writes.route(True, self._client.write, self._client.writelines)
+                writes.route(True, self._client_writer.write, self._client_writer.writelines)
             else:
                 writes.route(True, self.write_client, self.send_client)
         elif self.request is None:
-            writes.route(False, self._broker.transport.write, self._broker.transport.writelines)
+            writes.route(False, self._broker.writer.write, self._broker.writer.writelines)
         else:
             writes.route(False, self.write_broker, self.send_broker)
 
     def attach_client(self, transport: asyncio.Transport) -> None:
         self._client = transport
+        self._client_writer = writer_of(transport)
         self._client_fd = self._fd(transport)
         self._set_possible(self._client_fd >= 0 <= self._broker_fd)
         self._route(True)
@@ -237,13 +241,13 @@ class Splicer:
         if self.response is not None:
             self._later += ((False, bytes(data)),)
         else:
-            self._client.write(data)
+            self._client_writer.write(data)
 
     def write_broker(self, data: Bytes) -> None:
         if self.request is not None:
             self._later += ((True, bytes(data)),)
         else:
-            self._broker.transport.write(data)
+            self._broker.writer.write(data)
 
     def send_client(self, frames: list[Bytes]) -> None:
         """The writes queued for the client while a read was split (:mod:`proxy.connection.write_batch`): one
@@ -253,7 +257,7 @@ class Splicer:
             for data in frames:
                 self.write_client(data)
         else:
-            self._client.writelines(frames)
+            self._client_writer.writelines(frames)
 
     def send_broker(self, frames: list[Bytes]) -> None:
         """Likewise for the writes queued for the broker."""
@@ -261,7 +265,7 @@ class Splicer:
             for data in frames:
                 self.write_broker(data)
         else:
-            self._broker.transport.writelines(frames)
+            self._broker.writer.writelines(frames)
 
     # -- starting ------------------------------------------------------------------------------------------------
 

@@ -66,8 +66,8 @@ typedef struct {
     char probe_sent, probe_wanted;
 } Queue;
 
-extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType, WriteBatchType, PlannerType, ShellType,
-    HeaderParserType;
+extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType, WriteBatchType, DirectWriteType, PlannerType,
+    ShellType, HeaderParserType;
 
 /* shell.c: the two sizes it compares with (configure_shell()'s, module.c); 0, or -1 with an error set */
 int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes);

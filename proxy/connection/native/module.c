@@ -219,7 +219,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     Four = PyLong_FromLong(4);
     if (Four == NULL) return NULL;
     if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&QueueType) < 0 || PyType_Ready(&ResponsesType) < 0 ||
-        PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0 ||
+        PyType_Ready(&RequestsType) < 0 || PyType_Ready(&WriteBatchType) < 0 || PyType_Ready(&DirectWriteType) < 0 ||
         PyType_Ready(&PlannerType) < 0 || PyType_Ready(&ShellType) < 0 ||
         PyType_Ready(&HeaderParserType) < 0)
         return NULL;
@@ -230,6 +230,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddObjectRef(created, "Responses", (PyObject *)&ResponsesType) < 0 ||
         PyModule_AddObjectRef(created, "Requests", (PyObject *)&RequestsType) < 0 ||
         PyModule_AddObjectRef(created, "WriteBatch", (PyObject *)&WriteBatchType) < 0 ||
+        PyModule_AddObjectRef(created, "DirectWrite", (PyObject *)&DirectWriteType) < 0 ||
         PyModule_AddObjectRef(created, "Planner", (PyObject *)&PlannerType) < 0 ||
         PyModule_AddObjectRef(created, "Shell", (PyObject *)&ShellType) < 0 ||
         PyModule_AddObjectRef(created, "HeaderParser", (PyObject *)&HeaderParserType) < 0 || add_guards(created) < 0 || add_stages(created) < 0) {

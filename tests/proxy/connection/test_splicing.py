@@ -15,6 +15,7 @@ import pytest
 from proxy.connection.splice import BOUNDARY_READ_BYTES, SPLICE_MIN_BYTES, splice_supported
 from proxy.connection.splicing import Splicer
 from proxy.connection.write_batch import PureWriteBatch
+from proxy.connection.writer import writer_of
 from tests.harness import new_loop, tcp_pair
 
 pytestmark = pytest.mark.skipif(not splice_supported(), reason="splice(2) is Linux-only")
@@ -62,10 +63,11 @@ class Transport:
 
 
 class Upstream:
-    __slots__ = ("transport",)
+    __slots__ = ("transport", "writer")
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
+        self.writer = writer_of(transport)  # as UpstreamConnection.connection_made makes it
 
 
 class Events:
