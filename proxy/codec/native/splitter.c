@@ -49,7 +49,10 @@ static PyObject *splitter_error(const char *message) {
     return NULL;
 }
 
-static PyObject *slice_of(PyObject *data, Py_ssize_t start, Py_ssize_t stop) {
+/* data[start:stop]; data itself where that slice is all of a memoryview or bytes (n, its length): equal, of the same
+ * type, over the same bytes, without a new view (a bytearray is always sliced: its slice is a copy) */
+static PyObject *slice_of(PyObject *data, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t n) {
+    if (start == 0 && stop == n && (PyMemoryView_Check(data) || PyBytes_CheckExact(data))) return Py_NewRef(data);
     PyObject *a = PyLong_FromSsize_t(start), *b = PyLong_FromSsize_t(stop), *s = NULL, *out = NULL;
     if (a != NULL && b != NULL) s = PySlice_New(a, b, NULL);
     if (s != NULL) out = PyObject_GetItem(data, s);
@@ -162,7 +165,7 @@ static PyObject *next_event(Splitter *self, PyObject *unused) {
             return Py_NewRef(Boundary);
         }
         self->allowed = 0;
-        PyObject *rest = slice_of(self->data, self->pos, self->n);
+        PyObject *rest = slice_of(self->data, self->pos, self->n, self->n);
         if (rest == NULL) return NULL;
         PyObject *header = PyObject_CallOneArg(self->parse, rest);
         Py_DECREF(rest);
@@ -188,7 +191,7 @@ static PyObject *next_event(Splitter *self, PyObject *unused) {
         self->remaining = remaining = remaining - (end - pos);
         PyObject *action = self->action;
         if (action == Stream) {
-            PyObject *segment = slice_of(self->data, pos, end);
+            PyObject *segment = slice_of(self->data, pos, end, n);
             if (segment == NULL) return NULL;
             put(&self->value, segment);
             if (remaining) return Py_NewRef(Segment);
@@ -254,7 +257,7 @@ static PyObject *receive(Splitter *self, PyObject *data) {
 
 static PyObject *take_rest(Splitter *self, PyObject *unused) {
     if (self->state != S_IDLE) return splitter_error("bytes taken back in the middle of a frame");
-    PyObject *rest = slice_of(self->data, self->pos, self->n);
+    PyObject *rest = slice_of(self->data, self->pos, self->n, self->n);
     if (rest == NULL) return NULL;
     self->pos = self->n;
     self->allowed = 0;
