@@ -134,13 +134,23 @@ static PyObject *ended_method(Responses *self, PyObject *unused) {
 }
 
 /* What frame() reads of a buffered response first: its request's api_key and version, its header's length (the
- * number and its value) and the body after it (a view of the frame). */
+ * number and its value) and the body after it (a view of the frame; a glance's, a view over its exported bytes). */
 typedef struct {
     PyObject *api_key, *version, *length, *body;
     Py_ssize_t header_length;
+    Py_buffer held; /* a glance's frame, exported while its body is looked at (held.obj NULL otherwise) */
 } Parts;
 
 static void parts_release(Parts *parts) { /* the body released here: the frame's export with it */
+    if (parts->held.obj != NULL) { /* a glance: its body must not outlive the export it points into */
+        if (parts->body != NULL && Py_REFCNT(parts->body) > 1) {
+            PyObject *released = PyObject_CallMethod(parts->body, "release", NULL);
+            if (released == NULL) PyErr_WriteUnraisable(parts->body); /* (never: the view exports nothing) */
+            Py_XDECREF(released);
+        }
+        Py_CLEAR(parts->body);
+        PyBuffer_Release(&parts->held);
+    }
     Py_CLEAR(parts->body);
     Py_CLEAR(parts->length);
     Py_CLEAR(parts->version);
@@ -148,7 +158,7 @@ static void parts_release(Parts *parts) { /* the body released here: the frame's
 }
 
 /* 0, or -1 with an error set and nothing held */
-static int parts_of(PyObject *request, PyObject *frame, Parts *parts) {
+static int parts_of(PyObject *request, PyObject *frame, Parts *parts, int glance) {
     *parts = (Parts){0};
     if ((parts->api_key = GETATTR(request, ApiKeyName)) == NULL) goto failed;
     if ((parts->version = GETATTR(request, ApiVersionName)) == NULL) goto failed;
@@ -156,10 +166,17 @@ static int parts_of(PyObject *request, PyObject *frame, Parts *parts) {
     if ((parts->length = PyObject_Vectorcall(ResponseHeaderLength, length_args, 3, NULL)) == NULL) goto failed;
     parts->header_length = PyLong_AsSsize_t(parts->length);
     if (parts->header_length == -1 && PyErr_Occurred()) goto failed;
-    PyObject *view = PyMemoryView_FromObject(frame);
-    if (view == NULL) goto failed;
-    parts->body = PySequence_GetSlice(view, parts->header_length, PY_SSIZE_T_MAX);
-    Py_DECREF(view);
+    if (glance) { /* one read-only view straight over the frame's bytes, not a view of it and its slice */
+        if (PyObject_GetBuffer(frame, &parts->held, PyBUF_SIMPLE) < 0) goto failed;
+        Py_ssize_t start = parts->header_length, len = parts->held.len;
+        start = start < 0 ? 0 : start > len ? len : start; /* as the slice clamps it */
+        parts->body = PyMemoryView_FromMemory((char *)parts->held.buf + start, len - start, PyBUF_READ);
+    } else {
+        PyObject *view = PyMemoryView_FromObject(frame);
+        if (view == NULL) goto failed;
+        parts->body = PySequence_GetSlice(view, parts->header_length, PY_SSIZE_T_MAX);
+        Py_DECREF(view);
+    }
     if (parts->body == NULL) goto failed;
     return 0;
 failed:
@@ -187,7 +204,7 @@ static int kept_whole(Responses *self, PyObject *frame) {
     Parts parts;
     PyObject *tags = NULL;
     int result = -1;
-    if (parts_of(entry->header, frame, &parts) < 0) {
+    if (parts_of(entry->header, frame, &parts, 1) < 0) {
         Py_DECREF(tag);
         return -1;
     }
@@ -271,7 +288,7 @@ static int charged_whole(Responses *self, PyObject *header, PyObject *frame) {
     PyObject *request = entry->header, *rewrite = NULL, *rewritten = NULL, *decision = NULL, *answer = NULL;
     int result = -1;
     Parts parts;
-    if (parts_of(request, frame, &parts) < 0) {
+    if (parts_of(request, frame, &parts, 0) < 0) {
         Py_DECREF(record);
         Py_DECREF(leg);
         Py_DECREF(entry);
