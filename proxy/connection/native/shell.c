@@ -9,6 +9,12 @@
 
 enum { NOT_OPEN = 0, OPEN = 1, CLOSED = 2 };
 
+/* The view of a buffer's head a call site made last: view[:size] of that view object */
+typedef struct {
+    PyObject *view, *head;
+    Py_ssize_t size;
+} Head;
+
 typedef struct {
     PyObject_HEAD
     PyObject *conn, *flow, *timeouts, *queue, *request_splitter, *response_splitter, *requests, *responses,
@@ -17,6 +23,7 @@ typedef struct {
     Py_ssize_t max_inflight;
     int state;
     char reading_client, reading_broker;
+    Head client_room, client_data, broker_room, broker_data; /* get_buffer's and buffer_updated's heads */
 } Shell;
 
 static PyObject *ViewName, *RemainingName, *FullReadsName, *ReadSizeName, *BoundaryReadBytesName, *ReceiveName,
@@ -61,11 +68,22 @@ int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes) 
         X(still_there) X(send_local_answers) X(request_buffer) X(response_buffer) X(writes) X(splices) X(counted) \
             X(loop) X(clock) X(client_transport) X(broker_transport) X(upstream)
 
+#define ALL_HEADS(X) X(client_room) X(client_data) X(broker_room) X(broker_data)
+
 static int shell_traverse(Shell *self, visitproc visit, void *arg) {
 #define VISIT(field) Py_VISIT(self->field);
     ALL_FIELDS(VISIT)
 #undef VISIT
+#define VISIT_HEAD(field) Py_VISIT(self->field.view); Py_VISIT(self->field.head);
+    ALL_HEADS(VISIT_HEAD)
+#undef VISIT_HEAD
     return 0;
+}
+
+static void clear_heads(Shell *self) {
+#define CLEAR_HEAD(field) Py_CLEAR(self->field.view); Py_CLEAR(self->field.head);
+    ALL_HEADS(CLEAR_HEAD)
+#undef CLEAR_HEAD
 }
 
 /* every reference back to the connection dropped; the buffers kept (the loop's, shared: no cycle) */
@@ -88,6 +106,7 @@ static void drop_connection(Shell *self) {
     Py_CLEAR(self->client_transport);
     Py_CLEAR(self->broker_transport);
     Py_CLEAR(self->upstream);
+    clear_heads(self); /* (a handed-off block they show is freed with them) */
 }
 
 static int shell_clear(Shell *self) {
@@ -192,6 +211,20 @@ static inline PyObject *head_of(PyObject *view, Py_ssize_t size) {
     return head;
 }
 
+/* view[:size] as head_of, but the same object this call site handed out last when the view and the size are the
+ * same: a head is fixed by the two (the bytes under it are the buffer's, whichever object shows them), so a read
+ * of the same length as the last one into the same block makes no new view. A hand-off gives the buffer a new view
+ * (SharedReadBuffer): a miss, and the new head kept. */
+static PyObject *head_at(Head *last, PyObject *view, Py_ssize_t size) {
+    if (last->view == view && last->size == size && last->head != NULL) return Py_NewRef(last->head);
+    PyObject *head = head_of(view, size);
+    if (head == NULL) return NULL;
+    Py_XSETREF(last->view, Py_NewRef(view));
+    Py_XSETREF(last->head, Py_NewRef(head));
+    last->size = size;
+    return head;
+}
+
 /* -- the client socket ------------------------------------------------------------------------------------------ */
 
 /* client_buffer(sizehint): the client read's buffer, as PureShell.client_buffer */
@@ -230,7 +263,7 @@ static PyObject *client_buffer(Shell *self, PyObject *sizehint) {
         if (boundary && size > boundary) size = boundary;
     }
     if (size == available) return view;
-    PyObject *head = head_of(view, size);
+    PyObject *head = head_at(&self->client_room, view, size);
     Py_DECREF(view);
     return head;
 failed:
@@ -345,7 +378,7 @@ static PyObject *client_read_open(Shell *self, PyObject *nbytes) {
     PyObject *view = GETATTR(buffer, ViewName);
     if (view == NULL) return NULL;
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
-    PyObject *data = size == -1 && PyErr_Occurred() ? NULL : head_of(view, size);
+    PyObject *data = size == -1 && PyErr_Occurred() ? NULL : head_at(&self->client_data, view, size);
     Py_DECREF(view);
     if (data == NULL) return NULL;
     PyObject *started = call_method(StartName, writes, Py_True, NULL, NULL, 2);
@@ -389,7 +422,7 @@ static PyObject *broker_buffer(Shell *self, PyObject *sizehint) {
     if (available <= boundary) return view;
     if (size_attr(self->response_splitter, RemainingName, &remaining) < 0) goto failed;
     if (remaining) return view;
-    PyObject *head = head_of(view, boundary);
+    PyObject *head = head_at(&self->broker_room, view, boundary);
     Py_DECREF(view);
     return head;
 failed:
@@ -415,7 +448,7 @@ static PyObject *broker_read(Shell *self, PyObject *nbytes) {
     PyObject *buffer = Py_NewRef(self->response_buffer);
     PyObject *view = GETATTR(buffer, ViewName);
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
-    PyObject *data = view == NULL || (size == -1 && PyErr_Occurred()) ? NULL : head_of(view, size);
+    PyObject *data = view == NULL || (size == -1 && PyErr_Occurred()) ? NULL : head_at(&self->broker_data, view, size);
     Py_XDECREF(view);
     PyObject *result = NULL;
     if (data != NULL && self->state == CLOSED) { /* (closed by whoever was told of the first reply) */
