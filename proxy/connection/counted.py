@@ -36,7 +36,8 @@ class Counted:
             self.bound_changed(clock())
 
     def bound_changed(self, now: float) -> None:
-        """The connection reached the in-flight bound, or left it (``now``: the loop's time)."""
+        """The connection reached the in-flight bound, or left it (``now``: the loop's time). The C shell does this
+        function's work inline where it is built (``counted_bound_changed`` in native/shell.c): change both."""
         bound = self._bound
         if self.at_bound_since is None:
             self.at_bound_since = now

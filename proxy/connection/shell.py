@@ -231,5 +231,5 @@ class PureShell:
 if TYPE_CHECKING or NATIVE is None:  # typed as the pure class: the twin has its methods
     Shell = PureShell
 else:
-    NATIVE.configure_shell(THROTTLED_READ_BYTES, SPLICE_MIN_BYTES)
+    NATIVE.configure_shell(THROTTLED_READ_BYTES, SPLICE_MIN_BYTES, Counted.bound_changed)  # done inline: change both
     Shell = NATIVE.Shell

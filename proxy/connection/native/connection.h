@@ -70,7 +70,8 @@ extern PyTypeObject EntryType, QueueType, ResponsesType, RequestsType, WriteBatc
     ShellType, HeaderParserType;
 
 /* shell.c: the two sizes it compares with (configure_shell()'s, module.c); 0, or -1 with an error set */
-int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes);
+int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes, PyObject *bound_changed);
+PyObject *counted_bound_changed(PyObject *counted, PyObject *now);
 
 /* Queue.match: the entry a response of this correlation id answers (a new reference), None (a new reference: the
  * response is dropped), or NULL with ProtocolError set. */

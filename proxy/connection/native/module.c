@@ -50,14 +50,24 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-/* configure_shell(throttled_read_bytes, splice_min_bytes): the sizes the shell compares with */
+/* configure_shell(throttled_read_bytes, splice_min_bytes, bound_changed): the sizes the shell compares with, and
+ * Counted.bound_changed, which it does inline */
 static PyObject *configure_shell(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "configure_shell() takes 2 arguments (%zd given)", nargs);
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "configure_shell() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (shell_configure(args[0], args[1]) < 0) return NULL;
+    if (shell_configure(args[0], args[1], args[2]) < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+/* bound_changed(counted, now): what the shell does for counted.bound_changed(now) (tests) */
+static PyObject *bound_changed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "bound_changed() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return counted_bound_changed(args[0], args[1]);
 }
 
 /* What the generic attribute access finds for ``name`` in ``type``'s MRO when reading it (writing, with ``writing``),
@@ -175,7 +185,9 @@ static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "the objects the hot path compares with and raises (proxy.connection.compiled hands them over at import)"},
     {"configure_shell", (PyCFunction)(void (*)(void))configure_shell, METH_FASTCALL,
-     "the sizes the shell compares with (proxy.connection.shell hands them over at import)"},
+     "the sizes the shell compares with and Counted.bound_changed (proxy.connection.shell hands them over)"},
+    {"bound_changed", (PyCFunction)(void (*)(void))bound_changed, METH_FASTCALL,
+     "counted.bound_changed(now) as the shell does it (tests)"},
     {NULL},
 };
 

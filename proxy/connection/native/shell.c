@@ -31,12 +31,13 @@ static PyObject *ViewName, *RemainingName, *FullReadsName, *ReadSizeName, *Bound
     *AfterBrokerReadName, *ReadClientName, *FrameErrorName, *OnFirstReplyName, *RepliedName,
     *BrokerErrorName, *UnhinderedName, *AtBoundSinceName, *BoundChangedName, *TimeName,
     *ApplyStateName, *StartName, *SendName, *LastReadName, *TimeoutsName, *ReadingPartsName, *EntriesName,
-    *RequestText, *Zero;
+    *RequestText, *Zero, *BoundName, *ReachedName, *SecondsName, *One;
+static PyObject *CountedBoundChanged; /* Counted.bound_changed, the function done inline (counted_bound_changed) */
 static Py_ssize_t ThrottledReadBytes = -1, SpliceMinBytes = -1;
 
 /* shell_configure (module.c's configure): the two sizes the pure shell imports, THROTTLED_READ_BYTES and
  * SPLICE_MIN_BYTES; 0, or -1 with an error set */
-int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes) {
+int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes, PyObject *bound_changed) {
     const char *names[] = {"view", "remaining", "full_reads", "read_size", "boundary_read_bytes", "receive", "pump",
                            "hold_back", "get_write_buffer_size", "hand_off", "possible", "after_client_read",
                            "after_broker_read", "_read_client", "_frame_error", "on_first_reply", "replied",
@@ -54,6 +55,14 @@ int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes) 
         if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL) return -1;
     }
     if (Zero == NULL && (Zero = PyLong_FromLong(0)) == NULL) return -1;
+    if (One == NULL && (One = PyLong_FromLong(1)) == NULL) return -1;
+    const char *bound_names[] = {"_bound", "reached", "seconds"};
+    PyObject **bound_slots[] = {&BoundName, &ReachedName, &SecondsName};
+    for (size_t i = 0; i < sizeof bound_slots / sizeof bound_slots[0]; i++) {
+        if (*bound_slots[i] == NULL && (*bound_slots[i] = PyUnicode_InternFromString(bound_names[i])) == NULL)
+            return -1;
+    }
+    Py_XSETREF(CountedBoundChanged, Py_NewRef(bound_changed));
     Py_ssize_t throttled = PyLong_AsSsize_t(throttled_read_bytes);
     if (throttled == -1 && PyErr_Occurred()) return -1;
     Py_ssize_t splice_min = PyLong_AsSsize_t(splice_min_bytes);
@@ -490,6 +499,44 @@ static PyObject *broker_read_open(Shell *self, PyObject *nbytes, PyObject *data)
 
 /* -- applying the flow -------------------------------------------------------------------------------------------- */
 
+/* counted.bound_changed(now): proxy.connection.counted.Counted.bound_changed done on the counted's attributes, without
+ * a frame, where its class has that very function and no instance dict (change the two together; a producer with as
+ * many requests in flight as the bound reaches it and leaves it at nearly every request); any other bound_changed (a
+ * subclass's, one put on the class later) is called. The same reads, sums and sets, in the Python's order. */
+PyObject *counted_bound_changed(PyObject *counted, PyObject *now) {
+    PyTypeObject *type = Py_TYPE(counted);
+    if (CountedBoundChanged == NULL) return PyErr_Format(PyExc_RuntimeError, "configure_shell() was not called");
+    if (type->tp_dictoffset != 0 || _PyType_Lookup(type, BoundChangedName) != CountedBoundChanged)
+        return call_method(BoundChangedName, counted, now, NULL, NULL, 2);
+    PyObject *bound = GETATTR(counted, BoundName);
+    if (bound == NULL) return NULL;
+    PyObject *since = GETATTR(counted, AtBoundSinceName), *result = NULL;
+    if (since == NULL) goto out;
+    if (since == Py_None) { /* self.at_bound_since = now; bound.reached += 1 */
+        if (SETATTR(counted, AtBoundSinceName, now) < 0) goto out;
+        PyObject *reached = GETATTR(bound, ReachedName);
+        PyObject *more = reached == NULL ? NULL : PyNumber_InPlaceAdd(reached, One);
+        Py_XDECREF(reached);
+        int failed = more == NULL ? -1 : SETATTR(bound, ReachedName, more);
+        Py_XDECREF(more);
+        if (failed < 0) goto out;
+    } else { /* bound.seconds += now - self.at_bound_since; self.at_bound_since = None */
+        PyObject *seconds = GETATTR(bound, SecondsName);
+        PyObject *spent = seconds == NULL ? NULL : PyNumber_Subtract(now, since);
+        PyObject *sum = spent == NULL ? NULL : PyNumber_InPlaceAdd(seconds, spent);
+        Py_XDECREF(seconds);
+        Py_XDECREF(spent);
+        int failed = sum == NULL ? -1 : SETATTR(bound, SecondsName, sum);
+        Py_XDECREF(sum);
+        if (failed < 0 || SETATTR(counted, AtBoundSinceName, Py_None) < 0) goto out;
+    }
+    result = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(since);
+    Py_DECREF(bound);
+    return result;
+}
+
 /* apply(): the common case after every event, or the connection's _apply_state, as PureShell.apply */
 static PyObject *shell_apply(Shell *self, PyObject *unused) {
     if (self->state == CLOSED) Py_RETURN_NONE;
@@ -512,7 +559,7 @@ static PyObject *shell_apply(Shell *self, PyObject *unused) {
         if (since != NULL) {
             if (at_bound == (since == Py_None)) {
                 PyObject *now = call_method(TimeName, self->loop, NULL, NULL, NULL, 1);
-                result = now == NULL ? NULL : call_method(BoundChangedName, counted, now, NULL, NULL, 2);
+                result = now == NULL ? NULL : counted_bound_changed(counted, now);
                 Py_XDECREF(now);
             } else {
                 result = Py_NewRef(Py_None);

@@ -27,6 +27,7 @@ from proxy.codec.header import encode_request_header, encode_response_header, fr
 from proxy.connection import compiled
 from proxy.connection.buffers import SharedReadBuffer
 from proxy.connection.core import ConnectionCore
+from proxy.connection.counted import Counted
 from proxy.connection.shell import PureShell
 from proxy.connection.write_batch import WriteBatch
 from proxy.session.session import Session
@@ -36,7 +37,7 @@ from tests.proxy.connection.test_flow_machine import _SCOPE
 
 twin = pytest.importorskip("proxy.connection._native", reason="the C extension is not built here")
 compiled.configure(twin)  # as proxy.connection.compiled does when it chooses the extension
-twin.configure_shell(64 * 1024, 64 * 1024)  # as proxy.connection.shell does
+twin.configure_shell(64 * 1024, 64 * 1024, Counted.bound_changed)  # as proxy.connection.shell does
 
 _I32 = struct.Struct(">i")
 KINDS = ["pass", "pass", "pass", "throttle", "local", "hold"]  # what the planner makes of a request
