@@ -48,7 +48,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from proxy.apis.decisions import Decisions
-from proxy.apis.guards import BudgetTrim, FetchCap
+from proxy.apis.guards import BudgetTrim, FetchCap, twin_over
 from proxy.apis.plan import FORWARD_AS_IS, ConnectionScope, ForwardRequest, Plan
 from proxy.apis.response_leg import NO_LEG, ResponseLeg
 from proxy.codec.apis import FETCH, FETCH_MAX_BYTES_SINCE, FETCH_REPLICA_STATE_SINCE, SHARE_FETCH
@@ -65,18 +65,27 @@ from quota.primitives.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from quota.primitives.throttle import INT32_MAX
 
 
-def plan_producer_byte_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+def pure_plan_producer_byte_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """Produce's stage of ``producer_byte_rate``: the request's bytes recorded at its header; over quota, the
-    response carries the throttle and the connection is muted for it."""
+    response carries the throttle and the connection is muted for it. Asked for every Produce, so it has a C twin
+    (``plan_producer_byte_rate`` below; native/stages.c's ``ProducerByteRate``): change both together."""
     produce = scope.quotas.produce
     if not produce.enabled:  # no producer_byte_rate anywhere: nothing recorded, as Kafka does
         return None
     decision = produce.record_and_decide(session.user, header.client_id or "", header.size)
     if decision is FORWARD:
         return None  # within quota (the common case): nothing to add, nothing made
+    return over_producer_byte_rate(header, decision)
+
+
+def over_producer_byte_rate(header: RequestHeader, decision: Decision) -> Plan | None:
+    """A Produce over its ``producer_byte_rate`` (``decision``, recorded already): the throttle's plan."""
     decisions = Decisions()
     decisions.add(PRODUCER_BYTE_RATE, decision, header.client_id)
     return decisions.plan()
+
+
+plan_producer_byte_rate = twin_over("ProducerByteRate", pure_plan_producer_byte_rate, over_producer_byte_rate)
 
 
 def plan_volume_rate(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:

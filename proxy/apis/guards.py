@@ -141,6 +141,12 @@ def over(name: str, pure: F) -> F:
     return pure if _TWIN is None else getattr(_TWIN, name)(pure)
 
 
+def twin_over(name: str, pure: F, *rest: Callable[..., Any]) -> F:
+    """The extension's ``name`` made over ``rest`` (the pure function's own parts it hands its uncommon cases to)
+    and ``pure`` itself where the extension runs, else ``pure``."""
+    return pure if _TWIN is None else getattr(_TWIN, name)(*rest, pure)
+
+
 if TYPE_CHECKING or _TWIN is None:  # typed as the pure classes: the twins take the same arguments
     FetchCap, BudgetTrim, TagRewrite, Chained = PureFetchCap, PureBudgetTrim, PureTagRewrite, PureChained
 else:

@@ -1,5 +1,6 @@
 /* FetchInputs and ProduceInputs: proxy.apis.reuse's fetch_inputs and produce_inputs (what a Fetch's and a Produce's
- * chains read, the key their plans are reused by) in C, called by the planner for every request without a frame.
+ * chains read, the key their plans are reused by) in C, called by the planner for every request without a frame;
+ * and ProducerByteRate, the byte-rate stage a reused Produce plan still asks (below).
  * Each reads what the pure function reads, in the same order (attributes at their slots' offsets: GETATTR), and
  * hands the cases it does not take (a Produce naming its topic by id) to the pure function it was made over, which
  * stays the reference (tests/proxy/apis/test_stages_native.py compares the two). */
@@ -8,9 +9,10 @@
 
 static PyObject *QuotasName, *FetchName, *ShadowName, *TopicsName, *FetchEnabledName, *ApiVersionName_,
     *ClientIdName, *ReplicaIdName, *UserName, *KeeperName, *VersionName, *VolumeName, *ProduceEnabledName,
-    *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName;
+    *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName, *ProduceName, *EnabledName, *SizeName_,
+    *RecordAndDecideName, *EmptyText;
 
-/* Each is a GuardObject (connection.h) of one field: the pure function it is the twin of. */
+/* Each is a GuardObject (connection.h) of one field, the pure function it is the twin of (ProducerByteRate: two). */
 
 /* The truth of an attribute read: 1, 0, or -1 with an exception set. */
 #define TRUTH(object, name)                                                                                        \
@@ -98,6 +100,49 @@ out:
     return result;
 }
 
+/* ProducerByteRate(over_quota, pure): proxy.apis.byte_rate's plan_producer_byte_rate (``pure``) in C, a stage asked
+ * for every Produce: the same reads in the same order, the manager's record_and_decide called as the pure one calls
+ * it; within quota (FORWARD, the common case) None without a frame, and any other decision handed with the header to
+ * ``over_quota(header, decision)``, the pure function's own rest (tests/proxy/apis/test_stages_native.py). */
+static PyObject *producer_byte_rate(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *over_quota = ((GuardObject *)callable)->fields[0], *pure = ((GuardObject *)callable)->fields[1];
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL || ForwardDecision == NULL)
+        return PyObject_Vectorcall(pure, args, nargsf, kwnames);
+    PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
+    PyObject *quotas = GETATTR(scope, QuotasName), *produce = NULL, *user = NULL, *client_id = NULL, *size = NULL;
+    if (quotas == NULL || (produce = GETATTR(quotas, ProduceName)) == NULL) goto out;
+    int enabled = TRUTH(produce, EnabledName);
+    if (enabled <= 0) {
+        if (enabled == 0) result = Py_NewRef(Py_None); /* no producer_byte_rate anywhere: nothing recorded */
+        goto out;
+    }
+    if ((user = GETATTR(session, UserName)) == NULL || (client_id = GETATTR(header, ClientIdName)) == NULL) goto out;
+    int named = PyObject_IsTrue(client_id); /* header.client_id or "" */
+    if (named < 0) goto out;
+    if (!named) Py_SETREF(client_id, Py_NewRef(EmptyText));
+    if ((size = GETATTR(header, SizeName_)) == NULL) goto out;
+    PyObject *decision = call_method(RecordAndDecideName, produce, user, client_id, size, 4);
+    if (decision == NULL) goto out;
+    if (decision == ForwardDecision) {
+        result = Py_NewRef(Py_None); /* within quota: nothing to add, nothing made */
+    } else {
+        PyObject *rest[] = {header, decision};
+        result = PyObject_Vectorcall(over_quota, rest, 2, NULL);
+    }
+    Py_DECREF(decision);
+out:
+    Py_XDECREF(quotas);
+    Py_XDECREF(produce);
+    Py_XDECREF(user);
+    Py_XDECREF(client_id);
+    Py_XDECREF(size);
+    return result;
+}
+
+static PyObject *producer_byte_rate_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    return guard_new(type, args, kwds, 2, producer_byte_rate, "");
+}
+
 static PyObject *fetch_inputs_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return guard_new(type, args, kwds, 1, fetch_inputs, "");
 }
@@ -108,6 +153,30 @@ static PyObject *produce_inputs_new(PyTypeObject *type, PyObject *args, PyObject
 
 GUARD_TYPE(FetchInputs, "proxy.apis.reuse.fetch_inputs in C", fetch_inputs_new);
 GUARD_TYPE(ProduceInputs, "proxy.apis.reuse.produce_inputs in C", produce_inputs_new);
+/* A stage is named by its function's names (proxy.apis.reuse's errors list them): the pure one's. */
+static PyObject *pure_name(GuardObject *self, void *which) {
+    return PyObject_GetAttrString(self->fields[1], (const char *)which);
+}
+
+static PyGetSetDef producer_byte_rate_names[] = {
+    {"__name__", (getter)pure_name, NULL, "the pure function's", "__name__"},
+    {"__qualname__", (getter)pure_name, NULL, "the pure function's", "__qualname__"},
+    {NULL},
+};
+
+static PyTypeObject ProducerByteRate = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.ProducerByteRate",
+    .tp_basicsize = sizeof(GuardObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "proxy.apis.byte_rate.plan_producer_byte_rate in C",
+    .tp_new = producer_byte_rate_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
+    .tp_traverse = (traverseproc)guard_traverse,
+    .tp_clear = (inquiry)guard_clear,
+    .tp_dealloc = (destructor)guard_dealloc,
+    .tp_getset = producer_byte_rate_names,
+};
 
 int add_stages(PyObject *module) {
     struct {
@@ -120,11 +189,12 @@ int add_stages(PyObject *module) {
         {&UserName, "user"},               {&KeeperName, "keeper"},       {&VersionName, "version"},
         {&VolumeName, "volume"},           {&ProduceEnabledName, "produce_enabled"},
         {&PausedName, "paused"},           {&ThrottlingName, "throttling"}, {&OnlyTopicName, "only_topic"},
-        {&GuardName, "guard"},
+        {&GuardName, "guard"},             {&ProduceName, "produce"},     {&EnabledName, "enabled"},
+        {&SizeName_, "size"},              {&RecordAndDecideName, "record_and_decide"}, {&EmptyText, ""},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return -1;
-    PyTypeObject *types[] = {&FetchInputs, &ProduceInputs};
+    PyTypeObject *types[] = {&FetchInputs, &ProduceInputs, &ProducerByteRate};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(module, types[i]->tp_name + 25, (PyObject *)types[i]) < 0)
             return -1;
