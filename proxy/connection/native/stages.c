@@ -103,7 +103,8 @@ out:
 /* ProducerByteRate(over_quota, pure): proxy.apis.byte_rate's plan_producer_byte_rate (``pure``) in C, a stage asked
  * for every Produce: the same reads in the same order, the manager's record_and_decide called as the pure one calls
  * it; within quota (FORWARD, the common case) None without a frame, and any other decision handed with the header to
- * ``over_quota(header, decision)``, the pure function's own rest (tests/proxy/apis/test_stages_native.py). */
+ * ``over_quota(header, decision)``, the pure function's own rest (tests/proxy/apis/test_byte_rate_stage_native.py
+ * compares the two). */
 static PyObject *producer_byte_rate(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject *over_quota = ((GuardObject *)callable)->fields[0], *pure = ((GuardObject *)callable)->fields[1];
     if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL || ForwardDecision == NULL)
