@@ -23,8 +23,12 @@ typedef struct {
     Py_ssize_t max_inflight;
     int state;
     char reading_client, reading_broker;
-    Head client_room, client_data, broker_room, broker_data; /* get_buffer's and buffer_updated's heads */
 } Shell;
+
+/* The heads of the shared read buffers each call site made last (get_buffer's room and buffer_updated's bytes, for
+ * either socket): one per site for the whole process, not per connection, so that no idle connection keeps a block
+ * the buffer has moved on from (at most these four views hold one) */
+static Head ClientRoom, ClientData, BrokerRoom, BrokerData;
 
 static PyObject *ViewName, *RemainingName, *FullReadsName, *ReadSizeName, *BoundaryReadBytesName, *ReceiveName,
     *PumpName, *HoldBackName, *GetWriteBufferSizeName, *HandOffName, *PossibleName, *AfterClientReadName,
@@ -77,22 +81,11 @@ int shell_configure(PyObject *throttled_read_bytes, PyObject *splice_min_bytes, 
         X(still_there) X(send_local_answers) X(request_buffer) X(response_buffer) X(writes) X(splices) X(counted) \
             X(loop) X(clock) X(client_transport) X(broker_transport) X(upstream)
 
-#define ALL_HEADS(X) X(client_room) X(client_data) X(broker_room) X(broker_data)
-
 static int shell_traverse(Shell *self, visitproc visit, void *arg) {
 #define VISIT(field) Py_VISIT(self->field);
     ALL_FIELDS(VISIT)
 #undef VISIT
-#define VISIT_HEAD(field) Py_VISIT(self->field.view); Py_VISIT(self->field.head);
-    ALL_HEADS(VISIT_HEAD)
-#undef VISIT_HEAD
     return 0;
-}
-
-static void clear_heads(Shell *self) {
-#define CLEAR_HEAD(field) Py_CLEAR(self->field.view); Py_CLEAR(self->field.head);
-    ALL_HEADS(CLEAR_HEAD)
-#undef CLEAR_HEAD
 }
 
 /* every reference back to the connection dropped; the buffers kept (the loop's, shared: no cycle) */
@@ -115,7 +108,6 @@ static void drop_connection(Shell *self) {
     Py_CLEAR(self->client_transport);
     Py_CLEAR(self->broker_transport);
     Py_CLEAR(self->upstream);
-    clear_heads(self); /* (a handed-off block they show is freed with them) */
 }
 
 static int shell_clear(Shell *self) {
@@ -272,7 +264,7 @@ static PyObject *client_buffer(Shell *self, PyObject *sizehint) {
         if (boundary && size > boundary) size = boundary;
     }
     if (size == available) return view;
-    PyObject *head = head_at(&self->client_room, view, size);
+    PyObject *head = head_at(&ClientRoom, view, size);
     Py_DECREF(view);
     return head;
 failed:
@@ -387,7 +379,7 @@ static PyObject *client_read_open(Shell *self, PyObject *nbytes) {
     PyObject *view = GETATTR(buffer, ViewName);
     if (view == NULL) return NULL;
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
-    PyObject *data = size == -1 && PyErr_Occurred() ? NULL : head_at(&self->client_data, view, size);
+    PyObject *data = size == -1 && PyErr_Occurred() ? NULL : head_at(&ClientData, view, size);
     Py_DECREF(view);
     if (data == NULL) return NULL;
     PyObject *started = call_method(StartName, writes, Py_True, NULL, NULL, 2);
@@ -431,7 +423,7 @@ static PyObject *broker_buffer(Shell *self, PyObject *sizehint) {
     if (available <= boundary) return view;
     if (size_attr(self->response_splitter, RemainingName, &remaining) < 0) goto failed;
     if (remaining) return view;
-    PyObject *head = head_at(&self->broker_room, view, boundary);
+    PyObject *head = head_at(&BrokerRoom, view, boundary);
     Py_DECREF(view);
     return head;
 failed:
@@ -457,7 +449,7 @@ static PyObject *broker_read(Shell *self, PyObject *nbytes) {
     PyObject *buffer = Py_NewRef(self->response_buffer);
     PyObject *view = GETATTR(buffer, ViewName);
     Py_ssize_t size = PyLong_AsSsize_t(nbytes);
-    PyObject *data = view == NULL || (size == -1 && PyErr_Occurred()) ? NULL : head_at(&self->broker_data, view, size);
+    PyObject *data = view == NULL || (size == -1 && PyErr_Occurred()) ? NULL : head_at(&BrokerData, view, size);
     Py_XDECREF(view);
     PyObject *result = NULL;
     if (data != NULL && self->state == CLOSED) { /* (closed by whoever was told of the first reply) */
