@@ -9,7 +9,7 @@
 
 static PyObject *QuotasName, *FetchName, *ShadowName, *TopicsName, *FetchEnabledName, *ApiVersionName_,
     *ClientIdName, *ReplicaIdName, *UserName, *KeeperName, *VersionName, *VolumeName, *ProduceEnabledName,
-    *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName, *ProduceName, *EnabledName, *SizeName_,
+    *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName, *ProduceName, *EnabledName,
     *RecordAndDecideName, *EmptyText;
 
 /* Each is a GuardObject (connection.h) of one field, the pure function it is the twin of (ProducerByteRate: two). */
@@ -121,7 +121,7 @@ static PyObject *producer_byte_rate(PyObject *callable, PyObject *const *args, s
     int named = PyObject_IsTrue(client_id); /* header.client_id or "" */
     if (named < 0) goto out;
     if (!named) Py_SETREF(client_id, Py_NewRef(EmptyText));
-    if ((size = GETATTR(header, SizeName_)) == NULL) goto out;
+    if ((size = GETATTR(header, SizeName)) == NULL) goto out;
     PyObject *decision = call_method(RecordAndDecideName, produce, user, client_id, size, 4);
     if (decision == NULL) goto out;
     if (decision == ForwardDecision) {
@@ -191,7 +191,7 @@ int add_stages(PyObject *module) {
         {&VolumeName, "volume"},           {&ProduceEnabledName, "produce_enabled"},
         {&PausedName, "paused"},           {&ThrottlingName, "throttling"}, {&OnlyTopicName, "only_topic"},
         {&GuardName, "guard"},             {&ProduceName, "produce"},     {&EnabledName, "enabled"},
-        {&SizeName_, "size"},              {&RecordAndDecideName, "record_and_decide"}, {&EmptyText, ""},
+        {&RecordAndDecideName, "record_and_decide"}, {&EmptyText, ""},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return -1;
