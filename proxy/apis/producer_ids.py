@@ -39,6 +39,7 @@ InitProducerId is not held (the KIP's rejected alternative 4: a producer id cost
 from __future__ import annotations
 
 from proxy.apis.decisions import Decisions
+from proxy.apis.guards import twin_over
 from proxy.apis.plan import FORWARD_AS_IS, PASS, AnswerLocally, ConnectionScope, HoldFor, Outcome, Plan
 from proxy.apis.response_leg import ResponseLeg
 from proxy.apis.usage import Usage
@@ -62,19 +63,26 @@ NO_ROOM_MESSAGE = (
 )
 
 
-def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
+def pure_plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader) -> Plan | None:
     """Produce's stage of ``producer_ids_rate``: a throttle, a hold, or a refusal that ends the chain (answered
     here: nothing else is recorded for it). The connection's producer id checked recently (most requests) makes
-    nothing."""
-    quota = scope.quotas.producer_ids
+    nothing. Asked for every Produce, so it has a C twin (``plan_produce`` below; native/stages.c's
+    ``ProducerIdStage``, which hands what it does not answer to :func:`count_produce`): change both together."""
+    quotas = scope.quotas
+    quota = quotas.producer_ids
     pids = header.producer_ids
     if not pids or not quota.enabled:
         return None
-    now = scope.quotas.clock.now_ms()
+    now = quotas.clock.now_ms()
     # the connection's last producer id, checked recently: known, nothing to count (checked again every quarter
     # window, so a PID still in use is carried into the user's newer bloom filter in time)
     if len(pids) == 1 and pids[0] == session.producer_id and now - session.producer_id_checked_ms < quota.recheck_ms:
         return None
+    return count_produce(scope, session, header, now)
+
+
+def count_produce(scope: ConnectionScope, session: Session, header: RequestHeader, now: int) -> Plan | None:
+    """A Produce whose producer ids are to be counted at ``now``: the throttle's, the hold's or the refusal's plan."""
     decisions = Decisions()
     hold = _count(scope, session, header, decisions, now)
     if isinstance(hold, Refuse):
@@ -82,6 +90,9 @@ def plan_produce(scope: ConnectionScope, session: Session, header: RequestHeader
     if isinstance(hold, Hold):
         return held(scope, session, header, hold, decisions.usage)
     return decisions.plan()
+
+
+plan_produce = twin_over("ProducerIdStage", pure_plan_produce, count_produce)
 
 
 def _count(

@@ -1,6 +1,6 @@
 /* FetchInputs and ProduceInputs: proxy.apis.reuse's fetch_inputs and produce_inputs (what a Fetch's and a Produce's
  * chains read, the key their plans are reused by) in C, called by the planner for every request without a frame;
- * and ProducerByteRate, the byte-rate stage a reused Produce plan still asks (below).
+ * and ProducerByteRate and ProducerIdStage, the two stages a reused Produce plan still asks (below).
  * Each reads what the pure function reads, in the same order (attributes at their slots' offsets: GETATTR), and
  * hands the cases it does not take (a Produce naming its topic by id) to the pure function it was made over, which
  * stays the reference (tests/proxy/apis/test_stages_native.py compares the two). */
@@ -10,9 +10,10 @@
 static PyObject *QuotasName, *FetchName, *ShadowName, *TopicsName, *FetchEnabledName, *ApiVersionName_,
     *ClientIdName, *ReplicaIdName, *UserName, *KeeperName, *VersionName, *VolumeName, *ProduceEnabledName,
     *PausedName, *ThrottlingName, *OnlyTopicName, *GuardName, *ProduceName, *EnabledName,
-    *RecordAndDecideName, *EmptyText;
+    *RecordAndDecideName, *EmptyText, *ProducerIdsName, *ClockName, *NowMsName, *ProducerIdName, *CheckedName,
+    *RecheckName;
 
-/* Each is a GuardObject (connection.h) of one field, the pure function it is the twin of (ProducerByteRate: two). */
+/* Each is a GuardObject (connection.h) of one field, the pure function it is the twin of (the asked stages: two). */
 
 /* The truth of an attribute read: 1, 0, or -1 with an exception set. */
 #define TRUTH(object, name)                                                                                        \
@@ -140,6 +141,97 @@ out:
     return result;
 }
 
+/* The int a - b < c for three ints, without allocating where they fit in 64 bits: 1, 0, or -1 with an error. */
+static int less_after(PyObject *a, PyObject *b, PyObject *c) {
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b) && PyLong_CheckExact(c)) {
+        int oa, ob, oc;
+        long long x = PyLong_AsLongLongAndOverflow(a, &oa), y = PyLong_AsLongLongAndOverflow(b, &ob),
+                  z = PyLong_AsLongLongAndOverflow(c, &oc), diff;
+        if (!oa && !ob && !oc && !__builtin_sub_overflow(x, y, &diff)) return diff < z;
+    }
+    PyObject *difference = PyNumber_Subtract(a, b);
+    if (difference == NULL) return -1;
+    PyObject *less = PyObject_RichCompare(difference, c, Py_LT);
+    Py_DECREF(difference);
+    if (less == NULL) return -1;
+    int truth = PyObject_IsTrue(less);
+    Py_DECREF(less);
+    return truth;
+}
+
+/* The truth of a == b (Python's ==, then the truth of what it gives): 1, 0, or -1 with an error. */
+static int equal(PyObject *a, PyObject *b) {
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) return PyObject_RichCompareBool(a, b, Py_EQ);
+    PyObject *same = PyObject_RichCompare(a, b, Py_EQ);
+    if (same == NULL) return -1;
+    int truth = PyObject_IsTrue(same);
+    Py_DECREF(same);
+    return truth;
+}
+
+/* ProducerIdStage(count, pure): proxy.apis.producer_ids' pure_plan_produce (``pure``) in C, the other stage asked for
+ * every Produce: the same reads in the same order; a Produce without producer ids, the quota off, or the connection's
+ * one producer id checked within the recheck interval: None without a frame; any other goes with the time read to
+ * ``count(scope, session, header, now)``, the pure function's own rest. Producer ids that are not a tuple go to the
+ * pure function before anything is read (tests/proxy/apis/test_producer_id_stage_native.py compares the two). */
+static PyObject *producer_id_stage(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *count = ((GuardObject *)callable)->fields[0], *pure = ((GuardObject *)callable)->fields[1];
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) return PyObject_Vectorcall(pure, args, nargsf, kwnames);
+    PyObject *scope = args[0], *session = args[1], *header = args[2], *result = NULL;
+    PyObject *quotas = GETATTR(scope, QuotasName), *quota = NULL, *pids = NULL, *clock = NULL, *now = NULL;
+    PyObject *last = NULL, *checked = NULL, *recheck = NULL;
+    if (quotas == NULL || (quota = GETATTR(quotas, ProducerIdsName)) == NULL ||
+        (pids = GETATTR(header, ProducerIdsName)) == NULL)
+        goto out;
+    if (!PyTuple_CheckExact(pids)) { /* the pure function's, from the start: nothing is read twice that counts */
+        result = PyObject_Vectorcall(pure, args, nargsf, NULL);
+        goto out;
+    }
+    int skip = PyTuple_GET_SIZE(pids) == 0;
+    if (!skip) {
+        int enabled = TRUTH(quota, EnabledName);
+        if (enabled < 0) goto out;
+        skip = !enabled;
+    }
+    if (skip) { /* no producer ids, or no producer_ids_rate anywhere */
+        result = Py_NewRef(Py_None);
+        goto out;
+    }
+    if ((clock = GETATTR(quotas, ClockName)) == NULL || (now = call_method(NowMsName, clock, NULL, NULL, NULL, 1)) == NULL)
+        goto out;
+    int known = 0;
+    if (PyTuple_GET_SIZE(pids) == 1) {
+        if ((last = GETATTR(session, ProducerIdName)) == NULL) goto out;
+        known = equal(PyTuple_GET_ITEM(pids, 0), last);
+        if (known > 0) {
+            if ((checked = GETATTR(session, CheckedName)) == NULL || (recheck = GETATTR(quota, RecheckName)) == NULL)
+                goto out;
+            known = less_after(now, checked, recheck);
+        }
+        if (known < 0) goto out;
+    }
+    if (known) {
+        result = Py_NewRef(Py_None); /* checked recently: known, nothing to count */
+    } else {
+        PyObject *rest[] = {scope, session, header, now};
+        result = PyObject_Vectorcall(count, rest, 4, NULL);
+    }
+out:
+    Py_XDECREF(quotas);
+    Py_XDECREF(quota);
+    Py_XDECREF(pids);
+    Py_XDECREF(clock);
+    Py_XDECREF(now);
+    Py_XDECREF(last);
+    Py_XDECREF(checked);
+    Py_XDECREF(recheck);
+    return result;
+}
+
+static PyObject *producer_id_stage_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    return guard_new(type, args, kwds, 2, producer_id_stage, "");
+}
+
 static PyObject *producer_byte_rate_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return guard_new(type, args, kwds, 2, producer_byte_rate, "");
 }
@@ -159,25 +251,29 @@ static PyObject *pure_name(GuardObject *self, void *which) {
     return PyObject_GetAttrString(self->fields[1], (const char *)which);
 }
 
-static PyGetSetDef producer_byte_rate_names[] = {
+static PyGetSetDef pure_names[] = {
     {"__name__", (getter)pure_name, NULL, "the pure function's", "__name__"},
     {"__qualname__", (getter)pure_name, NULL, "the pure function's", "__qualname__"},
     {NULL},
 };
 
-static PyTypeObject ProducerByteRate = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native.ProducerByteRate",
-    .tp_basicsize = sizeof(GuardObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "proxy.apis.byte_rate.plan_producer_byte_rate in C",
-    .tp_new = producer_byte_rate_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
-    .tp_traverse = (traverseproc)guard_traverse,
-    .tp_clear = (inquiry)guard_clear,
-    .tp_dealloc = (destructor)guard_dealloc,
-    .tp_getset = producer_byte_rate_names,
-};
+/* An asked stage's type: a guard named by the pure function it is made over. */
+#define ASKED_STAGE_TYPE(NAME, DOC, NEW)                                                                           \
+    static PyTypeObject NAME = {                                                                                   \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
+        .tp_basicsize = sizeof(GuardObject),                                                                       \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
+        .tp_doc = DOC,                                                                                             \
+        .tp_new = NEW,                                                                                             \
+        .tp_call = PyVectorcall_Call,                                                                              \
+        .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),                                                 \
+        .tp_traverse = (traverseproc)guard_traverse,                                                               \
+        .tp_clear = (inquiry)guard_clear,                                                                          \
+        .tp_dealloc = (destructor)guard_dealloc,                                                                   \
+        .tp_getset = pure_names,                                                                                   \
+    }
+ASKED_STAGE_TYPE(ProducerByteRate, "proxy.apis.byte_rate.plan_producer_byte_rate in C", producer_byte_rate_new);
+ASKED_STAGE_TYPE(ProducerIdStage, "proxy.apis.producer_ids.pure_plan_produce in C", producer_id_stage_new);
 
 int add_stages(PyObject *module) {
     struct {
@@ -192,10 +288,12 @@ int add_stages(PyObject *module) {
         {&PausedName, "paused"},           {&ThrottlingName, "throttling"}, {&OnlyTopicName, "only_topic"},
         {&GuardName, "guard"},             {&ProduceName, "produce"},     {&EnabledName, "enabled"},
         {&RecordAndDecideName, "record_and_decide"}, {&EmptyText, ""},
+        {&ProducerIdsName, "producer_ids"}, {&ClockName, "clock"}, {&NowMsName, "now_ms"},
+        {&ProducerIdName, "producer_id"},   {&CheckedName, "producer_id_checked_ms"}, {&RecheckName, "recheck_ms"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) return -1;
-    PyTypeObject *types[] = {&FetchInputs, &ProduceInputs, &ProducerByteRate};
+    PyTypeObject *types[] = {&FetchInputs, &ProduceInputs, &ProducerByteRate, &ProducerIdStage};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(module, types[i]->tp_name + 25, (PyObject *)types[i]) < 0)
             return -1;
