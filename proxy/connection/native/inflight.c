@@ -15,7 +15,7 @@ static int entry_fill(Entry *self, PyObject *header, long long received_ns, int 
                       PyObject *local_response, PyObject *throttle, int throttled, int probe) {
     PyObject *cid = GETATTR(header, CorrelationIdName);
     if (cid == NULL) return -1;
-    long long value = PyLong_AsLongLong(cid);
+    long long value = as_long_long(cid);
     Py_DECREF(cid);
     if (value == -1 && PyErr_Occurred()) return -1;
     Py_INCREF(header);
@@ -250,7 +250,7 @@ static PyObject *add(Queue *self, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_Format(PyExc_TypeError, "add() takes 2 or 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    long long received_ns = PyLong_AsLongLong(args[1]);
+    long long received_ns = as_long_long(args[1]);
     if (received_ns == -1 && PyErr_Occurred()) return NULL;
     return queue_add(self, args[0], received_ns, nargs == 3 ? args[2] : NoLeg);
 }
@@ -269,7 +269,7 @@ static PyObject *add_local(Queue *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "add_local() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    long long received_ns = PyLong_AsLongLong(args[1]);
+    long long received_ns = as_long_long(args[1]);
     if (received_ns == -1 && PyErr_Occurred()) return NULL;
     if (queue_add_local(self, args[0], received_ns, args[2]) < 0) return NULL;
     Py_RETURN_NONE;
@@ -364,7 +364,7 @@ PyObject *queue_match(Queue *self, long long correlation_id) {
 
 static PyObject *match(Queue *self, PyObject *arg) {
     CONFIGURED
-    long long correlation_id = PyLong_AsLongLong(arg);
+    long long correlation_id = as_long_long(arg);
     if (correlation_id == -1 && PyErr_Occurred()) return NULL;
     return queue_match(self, correlation_id);
 }

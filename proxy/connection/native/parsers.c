@@ -31,7 +31,7 @@ static int parser_init(HeaderParser *self, PyObject *args, PyObject *kwargs) {
         if ((EnabledName = PyUnicode_InternFromString("enabled")) == NULL) return -1;
         if ((MaxHeaderKwnames = Py_BuildValue("(s)", "max_header")) == NULL) return -1;
     }
-    long long limit = PyLong_AsLongLong(max_bytes);
+    long long limit = as_long_long(max_bytes);
     if (limit == -1 && PyErr_Occurred()) return -1;
     PyObject **slots[] = {&self->session, &self->fallback, &self->parse,     &self->max_bytes,
                           &self->internal, &self->pids,    &self->max_header};

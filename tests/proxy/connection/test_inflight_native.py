@@ -186,6 +186,31 @@ def test_an_entry_is_made_and_changed_as_the_dataclass_is():
     assert repr(twin.InFlight(header, 5, False)).startswith("InFlight(header=")
 
 
+@pytest.mark.parametrize("received_ns", [0, 1, 2**30 - 1, 2**30, 2**60 + 7, 2**63 - 1, -(2**63), -(2**40)])
+def test_times_and_ids_of_64_bits_are_read_whole(received_ns):
+    """The twin reads ints of several 30-bit digits (a monotonic clock's nanoseconds, 64-bit ids) by their digits:
+    every value of 64 bits comes back as it went in."""
+    queue = CQueue()
+    header = RequestHeader(100, 0, 9, 2**31 - 1, "c", 20, 1)
+    queue.add(header, received_ns)
+    queue.add_local(RequestHeader(100, 0, 9, -(2**31), "c", 20, 1), received_ns, b"x")
+    assert [e.received_ns for e in (queue.match(2**31 - 1), queue.pop_ready_local())] == [received_ns, received_ns]
+
+
+@pytest.mark.parametrize(
+    "received_ns, error",
+    [(2**63, OverflowError), (-(2**63) - 1, OverflowError), (2**90, OverflowError), ("1", TypeError)],
+)
+def test_what_is_not_a_64_bit_int_is_refused_as_the_c_api_refuses_it(received_ns, error):
+    header = RequestHeader(100, 0, 9, 7, "c", 20, 1)
+    with pytest.raises(error, match="int too big to convert|cannot be interpreted as an integer"):
+        CQueue().add(header, received_ns)
+    with pytest.raises(error):
+        CQueue().add_local(header, received_ns, b"x")
+    with pytest.raises(error):
+        CQueue().match(received_ns)
+
+
 def test_a_queue_holding_a_cycle_is_collected():
     """A lookup's leg holds the request path's closure, which holds the queue: the twin takes part in the cycle
     collector, so a closed connection's queue is freed."""
