@@ -9,7 +9,8 @@ Fetch of a few MB copied twice to change a few host names. Here only the field i
 before it and the tagged fields after it are copied as they are.
 
 Bytes in, bytes out, no I/O. :func:`rewrite_tagged_endpoints` answers :data:`UNUSUAL` for anything not laid out
-the plain way (a null array or host, a length not in its shortest form, a host that is not UTF-8, bytes left over):
+the plain way (a null array or host, a length or count not in its shortest form, tagged fields inside an endpoint,
+a host that is not UTF-8, bytes left over):
 the caller then decodes the whole response as before, so such a body gets the decoder's own answer or error.
 """
 
@@ -19,7 +20,7 @@ import struct
 from collections.abc import Callable
 
 from proxy.codec.errors import ProtocolError
-from proxy.codec.header import HeaderTooLarge, Incomplete, skip_tagged_fields
+from proxy.codec.header import HeaderTooLarge, Incomplete
 from proxy.codec.primitives import Bytes, read_uvarint, write_uvarint
 
 Advertise = Callable[[int, str, int], tuple[str, int]]  # (node id, host, port) -> the (host, port) clients get
@@ -54,17 +55,27 @@ def rewrite_tagged_endpoints(body: Bytes, start: int, end: int, advertise: Adver
     return b"".join((body[:at], write_uvarint(len(rewritten)), rewritten, body[end:]))
 
 
+def _shortest(body: Bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint and the position after it, raising ProtocolError where it is not in its shortest form:
+    kept as it is, it would differ from what the decoder writes back (a rack's length 0x81 0x00 is the decoder's
+    0x01)."""
+    value, after = read_uvarint(body, pos)
+    if after - pos != len(write_uvarint(value)):
+        raise ProtocolError(f"a varint at {pos} not in its shortest form")
+    return value, after
+
+
 def _endpoints(body: Bytes, pos: int, end: int, advertise: Advertise) -> bytes | Unusual | None:
     """The field's data rewritten; None if unchanged; UNUSUAL if not laid out the plain way. Read whole before any
     address is advertised: a field left to the decoder has told ``advertise`` nothing."""
-    count, pos = read_uvarint(body, pos)
+    count, pos = _shortest(body, pos)
     if count == 0:  # null: not what a broker sends for this non-nullable array
         return UNUSUAL
     nodes: list[tuple[int, str, int, Bytes]] = []
     for _ in range(count - 1):
         node_id = _INT32.unpack_from(body, pos)[0]
         pos += 4
-        length, pos = read_uvarint(body, pos)
+        length, pos = _shortest(body, pos)
         if length == 0 or pos + length - 1 > end:  # a null host, or one past the field
             return UNUSUAL
         host = bytes(body[pos : pos + length - 1]).decode("utf-8")
@@ -72,12 +83,12 @@ def _endpoints(body: Bytes, pos: int, end: int, advertise: Advertise) -> bytes |
         port = _INT32.unpack_from(body, pos)[0]
         pos += 4
         kept_from = pos  # the rack and the element's tagged fields, kept as they are
-        rack, pos = read_uvarint(body, pos)
+        rack, pos = _shortest(body, pos)
         if rack:  # read as the decoder reads it (UTF-8), though kept as it is
             bytes(body[pos : pos + rack - 1]).decode("utf-8")
             pos += rack - 1
-        pos = skip_tagged_fields(body, pos, end)  # the element's own tagged fields, within the field
-        if pos > end:  # (the rack past it)
+        tags, pos = _shortest(body, pos)  # the element's own tagged fields: none is defined, and the decoder
+        if tags or pos > end:  # writes back none of those it does not know; or the rack past the field
             return UNUSUAL
         nodes.append((node_id, host, port, body[kept_from:pos]))
     if pos != end:  # bytes left over in the field

@@ -138,3 +138,19 @@ def test_a_size_not_in_its_shortest_form_is_left_to_the_decoder(api_key, version
     assert tagged_fields(api_key, "response", version, memoryview(padded))[tag] == (start, end)
     assert rewrite_tagged_endpoints(memoryview(padded), start, end, Advertiser().advertise) is UNUSUAL
     assert decoded_whole(api_key, version, padded, Advertiser()) is not None  # the decoder reads it
+
+
+@pytest.mark.parametrize("api_version", [(FETCH, FETCH_NODE_ENDPOINTS_SINCE), (PRODUCE, PRODUCE_NODE_ENDPOINTS_SINCE)])
+def test_a_length_not_in_its_shortest_form_goes_to_the_decoder(api_version):
+    """Host "0", port -127 (ff ff ff 81), no rack (00): the host's length damaged from 02 to 01 makes an empty host,
+    a port of 30 ff ff ff, and a rack whose length is 81 00, 1 in two bytes. Kept as it is, the rack would be one
+    byte longer than the decoder writes it (found by the test above)."""
+    api_key, version = api_version
+    body = answer(api_key, version, [{"node_id": 0, "host": "0", "port": -127, "rack": None}])
+    start, end = tagged_fields(api_key, "response", version, memoryview(body))[
+        tag_of(api_key, "response", version, "node_endpoints")
+    ]
+    assert body[start:end].hex() == "02" + "00000000" + "0230" + "ffffff81" + "00" + "00"
+    damaged = body[: start + 5] + b"\x01" + body[start + 6 :]
+    assert rewrite_tagged_endpoints(memoryview(damaged), start, end, Advertiser().advertise) is UNUSUAL
+    assert decoded_whole(api_key, version, damaged, Advertiser()) is not None  # which the decoder answers
