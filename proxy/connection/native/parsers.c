@@ -12,12 +12,14 @@ typedef struct {
     vectorcallfunc vectorcall;
 } HeaderParser;
 
-static PyObject *SaslName, *RequestLimitName, *EnabledName, *MaxHeaderKwnames;
+/* the request limit's name in a too-large frame's error: parse's own default, passed so that every argument goes by
+ * position (matching a keyword to a name costs parse about 600 instructions a request) */
+static PyObject *SaslName, *RequestLimitName, *EnabledName, *LimitName;
 
 /* HeaderParser(session, fallback, parse, max_bytes, internal=None, producer_ids=None, max_header=None): a request's
- * parser when producer_ids is given (parse(buf, max_bytes, internal or producer_ids.enabled, max_header=...) while
- * the session has no SASL exchange and its request limit is max_bytes), a response's otherwise (parse(buf,
- * max_bytes) while the session has no SASL exchange); fallback(buf) in every other case */
+ * parser when producer_ids is given (parse(buf, max_bytes, internal or producer_ids.enabled, limit name,
+ * max_header) while the session has no SASL exchange and its request limit is max_bytes), a response's otherwise
+ * (parse(buf, max_bytes) while the session has no SASL exchange); fallback(buf) in every other case */
 static int parser_init(HeaderParser *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"session", "fallback", "parse", "max_bytes", "internal", "producer_ids", "max_header",
                             NULL};
@@ -29,7 +31,7 @@ static int parser_init(HeaderParser *self, PyObject *args, PyObject *kwargs) {
         if ((SaslName = PyUnicode_InternFromString("sasl")) == NULL) return -1;
         if ((RequestLimitName = PyUnicode_InternFromString("request_limit")) == NULL) return -1;
         if ((EnabledName = PyUnicode_InternFromString("enabled")) == NULL) return -1;
-        if ((MaxHeaderKwnames = Py_BuildValue("(s)", "max_header")) == NULL) return -1;
+        if ((LimitName = PyUnicode_InternFromString("socket.request.max.bytes")) == NULL) return -1;
     }
     long long limit = as_long_long(max_bytes);
     if (limit == -1 && PyErr_Occurred()) return -1;
@@ -70,8 +72,8 @@ static PyObject *parser_call(HeaderParser *self, PyObject *const *args, size_t n
         Py_SETREF(flag, GETATTR(self->pids, EnabledName));
         if (flag == NULL) return NULL;
     }
-    PyObject *call[] = {buf, self->max_bytes, flag, self->max_header};
-    PyObject *header = PyObject_Vectorcall(self->parse, call, 3, MaxHeaderKwnames);
+    PyObject *call[] = {buf, self->max_bytes, flag, LimitName, self->max_header};
+    PyObject *header = PyObject_Vectorcall(self->parse, call, 5, NULL);
     Py_DECREF(flag);
     return header;
 }
