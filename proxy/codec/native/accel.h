@@ -47,6 +47,9 @@ PyObject *incomplete(void);
 int clamp_ll(PyObject *value, long long *out);
 int is_flexible(PyObject *key, long long version);
 int is_flexible_ll(long long key, long long version);
+#define RECENT_TEXTS 64     /* slots of a recent_text table */
+#define RECENT_TEXT_MAX 64  /* the longest text kept */
+PyObject *recent_text(PyObject **slots, const unsigned char *b, Py_ssize_t n);
 int header_uvarint(const unsigned char *b, int64_t end, int64_t *pos, int64_t *value);
 int skip_tagged(const unsigned char *b, int64_t len, int64_t *pos, int limited, int64_t limit, int64_t *at_least);
 #define MAX_SLOTS 16

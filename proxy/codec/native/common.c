@@ -3,6 +3,8 @@
 #include "accel.h"
 #include "structmember.h"
 
+#include <string.h>
+
 PyObject *protocol_error(PyObject *message) {
     if (message != NULL) {
         PyErr_SetObject(ProtocolError, message);
@@ -173,4 +175,21 @@ PyObject *new_slotted(PyObject *cls, const Slots *slots, PyObject *const *values
     if (instance == NULL) return NULL;
     for (Py_ssize_t i = 0; i < count; i++) *(PyObject **)((char *)instance + slots->offsets[i]) = Py_NewRef(values[i]);
     return instance;
+}
+
+/* Texts decoded lately: the str last decoded from the same bytes when an ASCII one of them sits in its slot of
+ * ``slots`` (a slot per hash of the bytes; at most RECENT_TEXT_MAX bytes), else the bytes decoded (UTF-8; NULL with
+ * the decoder's error). A client sends one client id on every request, a producer mostly one topic: most requests
+ * skip the decoding, and the lookups keyed by the text (the quotas' tables) skip hashing a new str. A slot holds an
+ * immutable str the next text of its hash replaces: a tenant's many ids fill nothing. */
+PyObject *recent_text(PyObject **slots, const unsigned char *b, Py_ssize_t n) {
+    if (n > RECENT_TEXT_MAX) return PyUnicode_DecodeUTF8((const char *)b, n, NULL);
+    uint32_t hash = (uint32_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) hash = hash * 31 + b[i];
+    PyObject **slot = &slots[(hash ^ hash >> 16) % RECENT_TEXTS], *kept = *slot;
+    if (kept != NULL && PyUnicode_GET_LENGTH(kept) == n && memcmp(PyUnicode_DATA(kept), b, (size_t)n) == 0)
+        return Py_NewRef(kept); /* ASCII (nothing else is kept): its characters are its bytes */
+    PyObject *decoded = PyUnicode_DecodeUTF8((const char *)b, n, NULL);
+    if (decoded != NULL && PyUnicode_IS_ASCII(decoded)) Py_XSETREF(*slot, Py_NewRef(decoded));
+    return decoded;
 }

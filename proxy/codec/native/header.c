@@ -4,6 +4,8 @@
 
 #include "accel.h"
 
+static PyObject *ClientIds[RECENT_TEXTS]; /* the client ids decoded lately (recent_text) */
+
 static PyObject *limit_text(PyObject *limit_name) { return limit_name ? limit_name : DefaultLimitName; }
 
 /* header.frame_size and request_header_fields on h->b; 0 ok (h->client_id set), -1 with the error set. */
@@ -49,7 +51,7 @@ int read_request_header(Header *h, PyObject *max_size_obj, PyObject *limit_name,
         if (end > frame_end)
             return PE_FORMAT("client_id of %d bytes runs past the %d-byte frame", client_id_len, size), -1;
         if (end > len) return incomplete(), -1;
-        PyObject *client_id = PyUnicode_DecodeUTF8((const char *)b + pos, client_id_len, NULL);
+        PyObject *client_id = recent_text(ClientIds, b + pos, client_id_len);
         if (client_id == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
             PyObject *type, *value, *traceback;

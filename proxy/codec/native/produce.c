@@ -3,6 +3,8 @@
 
 #include "accel.h"
 
+static PyObject *TopicNames[RECENT_TEXTS]; /* the only topics of Produce requests read lately (recent_text) */
+
 /* _acks_at(buf, size, pos, version): acks and where it ends; -1 with the error set. */
 static int acks_at(Header *h, int64_t pos, int *acks, int64_t *after) {
     int64_t frame_end = (int64_t)h->size + 4;
@@ -94,7 +96,7 @@ static int read_topics(Header *h, PyObject *buf, int64_t pos, PyObject **pids, P
         if (length < 0) length = 0;
         STEP(need(length, pos, end, available));
         if (topics == 1) {
-            topic = PyUnicode_DecodeUTF8((const char *)b + pos, length, NULL);
+            topic = recent_text(TopicNames, b + pos, (Py_ssize_t)length);
             if (topic == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto fail;
                 PyErr_Clear();
