@@ -66,8 +66,9 @@ class ClientQuotaManager(HotPaths):
     """
 
     sensors_class = ClientSensors  # what one tag pair's state is (a subclass may add to it)
-    # read per Fetch by the connection extension's reuse key (a slot, cached per call site); the rest in the dict
-    __slots__ = ("shadow", "__dict__")
+    # read per request by the connection extension (slots, read by offset at each call site: shadow by a Fetch's
+    # reuse key, enabled by Produce's byte-rate stage); the rest in the dict
+    __slots__ = ("shadow", "enabled", "__dict__")
 
     def __init__(
         self,

@@ -85,6 +85,9 @@ class ProducerIdQuotaManager:
     :data:`HOLD` (new PIDs held before the broker sees them, at most ``max_hold_ms``)."""
 
     tap: NoTap = NO_TAP  # where new ids are also told when usage is shared with peers (quota.sharing.usage_share)
+    # read per Produce by the connection extension (slots, read by offset at each call site: its header parser and
+    # the producer-id stage); the rest in the dict
+    __slots__ = ("enabled", "recheck_ms", "__dict__")
 
     def __init__(
         self,

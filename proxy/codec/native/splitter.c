@@ -266,12 +266,47 @@ static PyObject *take_rest(Splitter *self, PyObject *unused) {
     return rest;
 }
 
+/* header.size as the generic attribute access reads it, from its slot where the header's type keeps it in one (a
+ * __slots__ member, as both kinds of header do: about 160 instructions less than by name). Two entries, one for each
+ * kind of header a process's splitters see; each holds a type (borrowed: compared, never dereferenced unless its
+ * version tag matches), its version tag and the slot's offset. Every other case goes by name. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset;
+} SizeSlot;
+
+static PyObject *header_size(PyObject *header) {
+    static SizeSlot slots[2];
+    PyTypeObject *type = Py_TYPE(header);
+    for (int i = 0; i < 2; i++) {
+        SizeSlot *slot = &slots[i];
+        if (slot->type == type && slot->version == type->tp_version_tag) {
+            PyObject *value = *(PyObject **)((char *)header + slot->offset);
+            if (value != NULL) return Py_NewRef(value);
+            break; /* unset: the access by name raises as it does */
+        }
+    }
+    if (type->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *descr = _PyType_Lookup(type, SizeName); /* borrowed; gives the type a version tag */
+        if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+            PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == T_OBJECT_EX && !(member->flags & PY_AUDIT_READ)) {
+                SizeSlot *slot = &slots[slots[0].type != NULL && slots[0].type != type];
+                *slot = (SizeSlot){type, type->tp_version_tag, member->offset};
+            }
+        }
+    }
+    return PyObject_GetAttr(header, SizeName);
+}
+
 static PyObject *act(Splitter *self, PyObject *action) {
     if (self->state != S_ACTING) return splitter_error("an action given with no header waiting for one");
     if (action == Stop) return close_splitter(self, NULL);
     set(&self->action, action);
     /* the frame's length: its size and the 4 size bytes (header.frame_length, a property: read as its slot) */
-    PyObject *size_obj = PyObject_GetAttr(self->header, SizeName);
+    PyObject *size_obj = header_size(self->header);
     if (size_obj == NULL) return NULL;
     Py_ssize_t size = PyLong_AsSsize_t(size_obj);
     Py_DECREF(size_obj);

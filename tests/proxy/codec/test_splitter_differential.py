@@ -169,3 +169,51 @@ def test_the_c_splitter_keeps_no_chunk_and_leaks_nothing():
     finally:
         tracemalloc.stop()
     assert grown < 4096, f"{grown} bytes kept after 2,000 more rounds of 3 frames"
+
+
+class Third:
+    """A third kind of header: its size in a slot at another offset than either header's."""
+
+    __slots__ = ("pad", "correlation_id", "size")
+
+    def __init__(self, real) -> None:
+        self.pad, self.correlation_id, self.size = None, real.correlation_id, real.size
+
+
+class Computed:
+    """A header whose size is a property, not a slot."""
+
+    __slots__ = ("correlation_id", "_size")
+
+    def __init__(self, real) -> None:
+        self.correlation_id, self._size = real.correlation_id, real.size
+
+    @property
+    def size(self):
+        return self._size
+
+
+class Unset:
+    """A header whose size slot was never set: the same AttributeError from both."""
+
+    __slots__ = ("correlation_id", "size")
+
+    def __init__(self, real) -> None:
+        self.correlation_id = real.correlation_id
+
+
+KINDS = [lambda real: real, Third, Computed, lambda real: real, Third, Unset]
+
+
+def parse_mixed(buf):
+    """Headers of several kinds in turn on one call site of the C splitter: the two it keeps the slot of, a third,
+    a property, an unset slot (the kind by the correlation id)."""
+    real = parse_response_prefix(buf, MAX)
+    return KINDS[real.correlation_id % len(KINDS)](real)
+
+
+@_SETTINGS
+@given(data=st.data())
+def test_a_header_size_read_as_the_generic_access_reads_it(data):
+    drive(data, data.draw(streams(responses=True)), False, parse_mixed)
+    drive(data, data.draw(streams(responses=False)), False, parse_request)
