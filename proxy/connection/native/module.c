@@ -177,7 +177,19 @@ static PyObject *monotonic_ms(PyObject *module, PyObject *unused) {
     return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
+/* view_probe(frame, start): view_from (connection.h), for tests/proxy/connection/test_view_from_native.py */
+static PyObject *view_probe(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "view_probe(frame, start)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    return view_from(args[0], start);
+}
+
 static PyMethodDef module_methods[] = {
+    {"view_probe", (PyCFunction)(void (*)(void))view_probe, METH_FASTCALL, "view_from (tests)"},
     {"attr_probe", (PyCFunction)(void (*)(void))attr_probe, METH_FASTCALL, "GETATTR at one call site (tests)"},
     {"method_probe", (PyCFunction)(void (*)(void))method_probe, METH_FASTCALL, "call_method at one site (tests)"},
     {"setattr_probe", (PyCFunction)(void (*)(void))setattr_probe, METH_FASTCALL, "SETATTR at one call site (tests)"},

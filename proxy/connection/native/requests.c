@@ -209,11 +209,7 @@ static int decided(Requests *self, PyObject *header, PyObject *frame) {
     self->entry = Py_NewRef(Py_None);
     long long header_length;
     if (long_attr(header, HeaderLengthName, &header_length) < 0) goto out;
-    PyObject *view = PyMemoryView_FromObject(frame);
-    if (view == NULL) goto out;
-    body = PySequence_GetSlice(view, (Py_ssize_t)header_length, PY_SSIZE_T_MAX);
-    Py_DECREF(view);
-    if (body == NULL) goto out;
+    if ((body = view_from(frame, (Py_ssize_t)header_length)) == NULL) goto out;
     outcome = PyObject_CallOneArg(decide, body);
     Py_CLEAR(body); /* the frame's view let go at once, as the Python's temporary is */
     if (outcome == NULL) {

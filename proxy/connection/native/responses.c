@@ -172,10 +172,7 @@ static int parts_of(PyObject *request, PyObject *frame, Parts *parts, int glance
         start = start < 0 ? 0 : start > len ? len : start; /* as the slice clamps it */
         parts->body = PyMemoryView_FromMemory((char *)parts->held.buf + start, len - start, PyBUF_READ);
     } else {
-        PyObject *view = PyMemoryView_FromObject(frame);
-        if (view == NULL) goto failed;
-        parts->body = PySequence_GetSlice(view, parts->header_length, PY_SSIZE_T_MAX);
-        Py_DECREF(view);
+        parts->body = view_from(frame, parts->header_length);
     }
     if (parts->body == NULL) goto failed;
     return 0;
