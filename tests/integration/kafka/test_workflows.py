@@ -691,21 +691,37 @@ def test_consumer_group_rebalance_and_offsets(target, kafka3):
 
 TXN_PARTITIONS = 3
 TXN_COUNT = 50
+BURST_PRODUCERS = 5
 
 
 def exactly_once_workflow(target: Target):
     """Idempotent producers of all three clients (kafka-python, aiokafka with enable_idempotence, confluent-kafka)
-    at once, then a confluent-kafka transactional producer: commit, abort, commit. A read_committed consumer
+    at once (with five more new producer ids beside them), then a confluent-kafka transactional producer: commit, abort, commit. A read_committed consumer
     (confluent-kafka and kafka-python) sees every idempotent record and both committed transactions, exactly once,
     never the aborted one; a read_uncommitted consumer sees the aborted records too."""
     from confluent_kafka import Producer
 
-    topic = unique_topic("wf-eos")
+    topic, burst_topic = unique_topic("wf-eos"), unique_topic("wf-eos-burst")
     create_topic(target.bootstrap, topic, TXN_PARTITIONS)
-    # three new producer ids at once: each client started and connected first, then all three released together to
-    # send (under load the three clients' start-ups alone spread over 2 s, time for the biting bucket to refill)
-    together = threading.Barrier(3)
-    with ThreadPoolExecutor(3) as pool:
+    create_topic(target.bootstrap, burst_topic, 1)
+    # new producer ids at once: the three clients' and BURST_PRODUCERS more (one record each, to a topic of their
+    # own, not compared), each started and connected first, then all released together to send. Under load the
+    # clients' first Produce requests spread over seconds, time for the biting bucket (burst 2, one a second) to
+    # refill: three alone were held only when they landed within about half a second; eight are held unless they
+    # spread over more than six seconds.
+    together = threading.Barrier(3 + BURST_PRODUCERS)
+    with ThreadPoolExecutor(3 + BURST_PRODUCERS) as pool:
+        burst = [
+            pool.submit(
+                c.ck_produce,
+                target.bootstrap,
+                burst_topic,
+                0,
+                records=released(together, [(b"k", f"burst-{n}".encode())]),
+                **{"enable.idempotence": True, "client.id": f"wf-burst-{n}"},
+            )
+            for n in range(BURST_PRODUCERS)
+        ]
         for done in [
             pool.submit(
                 kp_produce_records,
@@ -733,8 +749,10 @@ def exactly_once_workflow(target: Target):
                 records=released(together, values("ck-idem", TXN_COUNT)),
                 **{"enable.idempotence": True},
             ),
+            *burst,
         ]:
             done.result()
+    delete_topics(target.bootstrap, burst_topic)
     producer = Producer(
         {"bootstrap.servers": target.bootstrap, "client.id": "wf-ck-txn", "transactional.id": unique_topic("wf-txn")}
     )
