@@ -7,7 +7,8 @@
  * and scope, made twice the same) returned; reused_asking's (its reused plans followed by asked stages alone) with the
  * asked stages called in turn, reuse.asked_from taking over once one makes a plan; otherwise reused, reused_asking or
  * fold called as plan_request calls them.
- * tests/proxy/connection/test_planner_native.py holds it to plan_request on random requests and connections. */
+ * tests/proxy/apis/test_plan_reuse.py and test_produce_plan_reuse.py run it beside plan_request on the same
+ * requests. */
 
 #include "connection.h"
 
@@ -25,8 +26,14 @@ static PyObject *hand_over(Planner *self, PyObject *const *args) {
     return PyObject_Vectorcall(self->plan_request, args, 3, NULL);
 }
 
-/* the version within [low, high]: 1, 0, or -1 with an error */
+/* the version within [low, high]: 1, 0, or -1 with an error (three ints of one machine word compared as such) */
 static int within(PyObject *version, PyObject *low, PyObject *high) {
+    if (PyLong_CheckExact(version) && PyLong_CheckExact(low) && PyLong_CheckExact(high)) {
+        int ov, ol, oh;
+        long v = PyLong_AsLongAndOverflow(version, &ov), l = PyLong_AsLongAndOverflow(low, &ol),
+             h = PyLong_AsLongAndOverflow(high, &oh);
+        if (!ov && !ol && !oh) return l <= v && v <= h;
+    }
     int above = PyObject_RichCompareBool(low, version, Py_LE);
     if (above <= 0) return above;
     return PyObject_RichCompareBool(version, high, Py_LE);
