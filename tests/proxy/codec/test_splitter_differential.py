@@ -46,7 +46,7 @@ def parse_response(buf):
 def header_fields(header):
     if header is None:
         return None
-    return tuple((name, getattr(header, name)) for name in type(header).__slots__)
+    return tuple((name, getattr(header, name, "(unset)")) for name in type(header).__slots__)
 
 
 def state(splitter):
