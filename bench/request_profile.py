@@ -24,11 +24,14 @@ requests) or ``group`` (a consumer group of 10 polling 100 partitions), and the 
 ``--relay kroxylicious`` watches Kroxylicious (bench/kroxylicious.py, Kafka only) the same way instead of the proxy,
 for the peer's user and kernel time and system calls per request (``--profile`` is the proxy's alone). Its CPU here
 leaves out its JIT compiler's threads, as bench/anchors_kroxylicious.py does; ``--warm-up N`` first sends N
-one-message Produce requests, not measured (a JVM's first requests run interpreted).
+one-message Produce requests, not measured (a JVM's first requests run interpreted). ``--pin`` runs the relay alone
+on the last CPU and the broker and the clients on the others: on one machine a relay's send wakes the broker on
+the same core, which then preempts the relay (or not, as the scheduler sees each), a figure a broker on another
+machine does not have.
 
 Usage: ``python bench/request_profile.py [--broker kafka|tansu] [--relay proxy|kroxylicious]
-[--workload single|group] [--small 20000] [--warm-up 0] [--strace] [--perf /tmp/proxy.perf] [--profile /tmp/proxy.prof]
-[--instructions [--callgrind-out FILE]]``
+[--workload single|group] [--small 20000] [--warm-up 0] [--pin] [--strace] [--perf /tmp/proxy.perf]
+[--profile /tmp/proxy.prof] [--instructions [--callgrind-out FILE]]``
 """
 
 from __future__ import annotations
@@ -88,6 +91,20 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
         future.result(30)
 
 
+def pin(relay: int, broker: int) -> None:
+    """Every thread of the relay on the last CPU; the broker's, and this process's (its client threads, started
+    later, inherit it), on the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs two CPUs or more")
+    for pid, allowed in ((relay, {cpus[-1]}), (broker, set(cpus[:-1])), (os.getpid(), set(cpus[:-1]))):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setaffinity(int(task), allowed)
+            except ProcessLookupError:  # a thread that ended meanwhile
+                pass
+
+
 def watchers(pid: int, args) -> list[tuple[str, subprocess.Popen]]:
     started = []
     if args.strace:
@@ -138,6 +155,12 @@ def main() -> int:
     parser.add_argument("--instructions", action="store_true", help="count the proxy's instructions (callgrind)")
     parser.add_argument("--callgrind-out", metavar="FILE", help="with --instructions: keep callgrind's counts in FILE")
     parser.add_argument("--inflight", type=int, help="the proxy's connections.max.inflight.requests (its default)")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the relay alone on the last CPU, the broker and the clients on the others (as with a broker on "
+        "another machine: nothing it wakes runs on the relay's core)",
+    )
     args = parser.parse_args()
     if args.relay == "kroxylicious" and (args.broker != "kafka" or args.profile or args.instructions):
         parser.error("--relay kroxylicious runs in front of --broker kafka, without --profile or --instructions")
@@ -170,6 +193,9 @@ def main() -> int:
             )
         bootstrap = f"127.0.0.1:{proxy_port}"
         pid = proxy.proc.pid
+        if args.pin:
+            broker_pid = cluster.nodes[0].proc.pid if cluster is not None else broker.pid
+            pin(pid, broker_pid)
         topic = f"profiled-{args.workload}"
         create(upstream, topic, 1 if args.workload == "single" else GROUP_PARTITIONS)
         marks: list[tuple[float, float]] = []
