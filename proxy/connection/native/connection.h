@@ -290,7 +290,8 @@ void guard_dealloc(GuardObject *self);
  * must be ints */
 PyObject *guard_new(PyTypeObject *type, PyObject *args, PyObject *kwds, Py_ssize_t count, vectorcallfunc call,
                     const char *ints);
-#define GUARD_TYPE(NAME, DOC, NEW)                                                                                 \
+/* ... and more designated initializers after NEW, if any (an asked stage's getsets) */
+#define GUARD_TYPE(NAME, DOC, NEW, ...)                                                                            \
     PyTypeObject NAME = {                                                                                          \
         PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
         .tp_basicsize = sizeof(GuardObject),                                                                       \
@@ -302,6 +303,7 @@ PyObject *guard_new(PyTypeObject *type, PyObject *args, PyObject *kwds, Py_ssize
         .tp_traverse = (traverseproc)guard_traverse,                                                               \
         .tp_clear = (inquiry)guard_clear,                                                                          \
         .tp_dealloc = (destructor)guard_dealloc,                                                                   \
+        __VA_ARGS__                                                                                                \
     }
 /* stages.c: FetchInputs and ProduceInputs (proxy.apis.reuse's fetch_inputs and produce_inputs' twins) added */
 int add_stages(PyObject *module);

@@ -197,7 +197,8 @@ static PyObject *producer_id_stage(PyObject *callable, PyObject *const *args, si
         result = Py_NewRef(Py_None);
         goto out;
     }
-    if ((clock = GETATTR(quotas, ClockName)) == NULL || (now = call_method(NowMsName, clock, NULL, NULL, NULL, 1)) == NULL)
+    if ((clock = GETATTR(quotas, ClockName)) == NULL ||
+        (now = call_method(NowMsName, clock, NULL, NULL, NULL, 1)) == NULL)
         goto out;
     int known = 0;
     if (PyTuple_GET_SIZE(pids) == 1) {
@@ -258,22 +259,10 @@ static PyGetSetDef pure_names[] = {
 };
 
 /* An asked stage's type: a guard named by the pure function it is made over. */
-#define ASKED_STAGE_TYPE(NAME, DOC, NEW)                                                                           \
-    static PyTypeObject NAME = {                                                                                   \
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "proxy.connection._native." #NAME,                               \
-        .tp_basicsize = sizeof(GuardObject),                                                                       \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                          \
-        .tp_doc = DOC,                                                                                             \
-        .tp_new = NEW,                                                                                             \
-        .tp_call = PyVectorcall_Call,                                                                              \
-        .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),                                                 \
-        .tp_traverse = (traverseproc)guard_traverse,                                                               \
-        .tp_clear = (inquiry)guard_clear,                                                                          \
-        .tp_dealloc = (destructor)guard_dealloc,                                                                   \
-        .tp_getset = pure_names,                                                                                   \
-    }
-ASKED_STAGE_TYPE(ProducerByteRate, "proxy.apis.byte_rate.plan_producer_byte_rate in C", producer_byte_rate_new);
-ASKED_STAGE_TYPE(ProducerIdStage, "proxy.apis.producer_ids.pure_plan_produce in C", producer_id_stage_new);
+static GUARD_TYPE(ProducerByteRate, "proxy.apis.byte_rate.plan_producer_byte_rate in C", producer_byte_rate_new,
+                  .tp_getset = pure_names);
+static GUARD_TYPE(ProducerIdStage, "proxy.apis.producer_ids.pure_plan_produce in C", producer_id_stage_new,
+                  .tp_getset = pure_names);
 
 int add_stages(PyObject *module) {
     struct {
