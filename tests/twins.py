@@ -13,3 +13,20 @@ def outcome(call, *args):
     if isinstance(result, (bytes, bytearray, memoryview)):
         return "bytes", type(result), bytes(result)
     return "value", result
+
+
+def asked_outcomes(module, pure, rest_name: str, twin_type, rest, arguments):
+    """An asked stage's pure function ``pure`` and its twin (``twin_type(rest, pure)``), each called on fresh
+    ``arguments(twin)`` (False for the pure call, True for the twin's): the pure function with ``module``'s
+    ``rest_name`` (the part it hands its uncommon cases to) replaced by ``rest``, as the twin is made over it. Both
+    outcomes, the pure one's first; ``rest.twin`` says which side is calling it."""
+    import pytest
+
+    twin = twin_type(rest, pure)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, rest_name, rest)
+        rest.twin = False
+        got_pure = outcome(pure, *arguments(False))
+        rest.twin = True
+        got_twin = outcome(twin, *arguments(True))
+    return got_pure, got_twin

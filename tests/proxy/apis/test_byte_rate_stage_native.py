@@ -16,7 +16,7 @@ import proxy.connection.compiled  # noqa: F401  (configures the extension: the F
 from proxy.apis import byte_rate
 from quota.primitives.compiled import load_compiled
 from quota.primitives.decision import FORWARD, Forward, Throttle
-from tests.twins import outcome
+from tests.twins import asked_outcomes
 
 native, _ = load_compiled("proxy.connection._native")
 if native is None:
@@ -74,13 +74,14 @@ def test_the_twin_answers_records_and_hands_over_as_the_pure_stage(s):
         (seen_twin if over.twin else seen_pure).append(("over", id(header), decision))
         return ("plan", decision)
 
-    twin = native.ProducerByteRate(over, byte_rate.pure_plan_producer_byte_rate)
-    with pytest.MonkeyPatch.context() as patch:  # the pure stage hands over to the module's function
-        patch.setattr(byte_rate, "over_producer_byte_rate", over)
-        over.twin = False
-        got_pure = outcome(byte_rate.pure_plan_producer_byte_rate, *build(s, seen_pure))
-        over.twin = True
-        got_twin = outcome(twin, *build(s, seen_twin))
+    got_pure, got_twin = asked_outcomes(
+        byte_rate,
+        byte_rate.pure_plan_producer_byte_rate,
+        "over_producer_byte_rate",
+        native.ProducerByteRate,
+        over,
+        lambda twin: build(s, seen_twin if twin else seen_pure),
+    )
     assert got_twin == got_pure
     strip = [(e[0], *e[2:]) if e[0] == "over" else e for e in seen_pure]
     assert [(e[0], *e[2:]) if e[0] == "over" else e for e in seen_twin] == strip

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from proxy.apis import producer_ids
 from quota.primitives.compiled import load_compiled
-from tests.twins import outcome
+from tests.twins import asked_outcomes
 
 native, _ = load_compiled("proxy.connection._native")
 if native is None:
@@ -84,13 +84,14 @@ def test_the_twin_answers_and_hands_over_as_the_pure_stage(s):
         (seen_twin if count.twin else seen_pure).append(("count", now))
         return ("plan", now)
 
-    twin = native.ProducerIdStage(count, producer_ids.pure_plan_produce)
-    with pytest.MonkeyPatch.context() as patch:  # the pure stage hands over to the module's function
-        patch.setattr(producer_ids, "count_produce", count)
-        count.twin = False
-        got_pure = outcome(producer_ids.pure_plan_produce, *build(s, seen_pure))
-        count.twin = True
-        got_twin = outcome(twin, *build(s, seen_twin))
+    got_pure, got_twin = asked_outcomes(
+        producer_ids,
+        producer_ids.pure_plan_produce,
+        "count_produce",
+        native.ProducerIdStage,
+        count,
+        lambda twin: build(s, seen_twin if twin else seen_pure),
+    )
     assert got_twin == got_pure
     assert seen_twin == seen_pure
 
