@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy.apis import producer_ids
@@ -75,8 +75,13 @@ def build(s, seen):
     return SimpleNamespace(quotas=quotas), session, header
 
 
+EDGE = {"pids": (7,), "enabled": True, "last": 7, "checked": 1000, "recheck": 250}  # the recheck interval's edge
+
+
 @settings(max_examples=600, deadline=None)
 @given(situations())
+@example({**EDGE, "now": 1249})
+@example({**EDGE, "now": 1250})
 def test_the_twin_answers_and_hands_over_as_the_pure_stage(s):
     seen_pure, seen_twin = [], []
 
