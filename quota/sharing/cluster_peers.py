@@ -202,6 +202,11 @@ class ClusterPeers:
         """The known peers that have not said they read ``version``, sorted."""
         return sorted(peer for peer in self._known(now_ms) if self._reads.get(peer, 0) < version)
 
+    def said_reads(self, peer: str) -> bool:
+        """Whether a record of ``peer``'s has been taken since it became known, saying what it reads (none yet: a
+        peer known only from records not recorded, stale or from before this sidecar followed the topic)."""
+        return peer in self._reads
+
     def forget(self, source: str) -> None:
         """A peer that left for good (its key deleted from the topic): no longer known."""
         self._drop(source)

@@ -65,8 +65,13 @@ class TopicShare:
         behind = peers.not_reading(version, now_ms)
         if behind and not self._held[what]:
             self._held[what] = True
+            earlier = [peer for peer in behind if peers.said_reads(peer)]
+            unheard = [peer for peer in behind if not peers.said_reads(peer)]
+            why = ([f"an earlier release: {', '.join(earlier[:20])}"] if earlier else []) + (
+                [f"no fresh record of theirs read yet: {', '.join(unheard[:20])}"] if unheard else []
+            )
             return (
-                f"{len(behind)} sidecar(s) do not read {what} usage (an earlier release: {', '.join(behind[:20])}): "
+                f"{len(behind)} sidecar(s) do not read {what} usage ({'; '.join(why)}): "
                 f"each sidecar keeps the {what} quotas to itself until every live sidecar reads it"
             )
         return None

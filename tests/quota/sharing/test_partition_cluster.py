@@ -125,6 +125,30 @@ def test_partition_usage_waits_until_every_live_peer_reads_version_4():
     assert note is not None and "do not read topic usage" in note and "partition" not in note
 
 
+def test_a_peer_known_only_by_stale_records_is_not_called_an_earlier_release():
+    """A peer heard of only through records too old to take (its sends delayed past ``stale_ms``) has said nothing
+    of what it reads: the topic usage waits for it, and the log says why without naming it an earlier release (CI
+    logged ``an earlier release: sidecar-2`` of a sidecar of the same release whose records arrived late)."""
+    peers = ClusterPeers("a", 2_000, since_ms=0, forget_ms=60_000)
+    share = TopicShare()
+    tap = UsageTap()
+
+    def note(now_ms: int) -> str | None:
+        TopicTap(tap).add(PRODUCER_BYTE_RATE, QuotaTags("", "orders"), "", "orders", 700.0, now_ms)
+        gathered = tap.gather("a")
+        return share.settle(gathered, fit(gathered, MAX_RECORD).leftover, peers, now_ms)[1]
+
+    assert peers.judge("b", 1_000, 5_000) == "stale"  # known, not taken
+    said = note(5_000)
+    assert said is not None and "b" in said and "earlier release" not in said and "no fresh record" in said
+    assert not share.shared
+    assert peers.accept("c", 5_000, 5_000)
+    peers.reads("c", 2)  # c says it reads version 2 only: an earlier release
+    share = TopicShare()
+    said = note(5_000)
+    assert said is not None and "an earlier release: c" in said and "no fresh record of theirs read yet: b" in said
+
+
 def test_a_partition_flood_grows_neither_the_record_nor_the_peers_tables():
     """Past ``max_entities`` partitions in one sync, the others are told as one ``<overflow>`` partition of the
     topic, which a peer counts under the topic's ``partition: <default>`` as one partition."""
