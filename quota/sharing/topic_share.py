@@ -62,16 +62,14 @@ class TopicShare:
                 self._held[what] = False
                 return f"every live sidecar reads {what} usage now: {what} quotas are one budget across the sidecars"
             return None
-        behind = peers.not_reading(version, now_ms)
-        if behind and not self._held[what]:
+        # a peer known only from records not taken (dated before this sidecar followed the topic, or delayed past
+        # stale_ms) has not said what it reads: it holds the usage back too, but that is every start's first
+        # seconds, not a rolling upgrade, and is not logged (cluster_usage_topic_quotas_shared says it)
+        earlier = [peer for peer in peers.not_reading(version, now_ms) if peers.said_reads(peer)]
+        if earlier and not self._held[what]:
             self._held[what] = True
-            earlier = [peer for peer in behind if peers.said_reads(peer)]
-            unheard = [peer for peer in behind if not peers.said_reads(peer)]
-            why = ([f"an earlier release: {', '.join(earlier[:20])}"] if earlier else []) + (
-                [f"no fresh record of theirs read yet: {', '.join(unheard[:20])}"] if unheard else []
-            )
             return (
-                f"{len(behind)} sidecar(s) do not read {what} usage ({'; '.join(why)}): "
+                f"{len(earlier)} sidecar(s) do not read {what} usage (an earlier release: {', '.join(earlier[:20])}): "
                 f"each sidecar keeps the {what} quotas to itself until every live sidecar reads it"
             )
         return None
