@@ -91,19 +91,20 @@ def run(
     covering: bool = True,
     down_ms: int = 3000,
     measured_from: int = 0,
+    measure_ms: int = MEASURE_MS,
 ) -> tuple[float, list[float]]:
-    """The tenant's admitted bytes over MEASURE_MS from EVENT_MS (+ ``measured_from``), as a multiple of the quota,
-    in total and per sidecar."""
+    """The tenant's admitted bytes over ``measure_ms`` from EVENT_MS (+ ``measured_from``), as a multiple of the
+    quota, in total and per sidecar."""
     clock = ManualClock(1_000_000)
     start = clock.now_ms()
     sidecars = [Sidecar(name, clock, 0, numbered, stale_ms, covering) for name in ("a", "b", "c")]
     topic: list = []
     admitted = [0.0, 0.0, 0.0]
     next_sync = start + SYNC_MS
-    while clock.now_ms() < start + EVENT_MS + measured_from + MEASURE_MS:
+    while clock.now_ms() < start + EVENT_MS + measured_from + measure_ms:
         now = clock.now_ms()
         at = now - start
-        measuring = EVENT_MS + measured_from <= at < EVENT_MS + measured_from + MEASURE_MS
+        measuring = EVENT_MS + measured_from <= at < EVENT_MS + measured_from + measure_ms
         for i, sidecar in enumerate(sidecars):
             if sidecar.ready <= now:
                 throttle = sidecar.manager.record_and_get_throttle_time_ms("alice", "p", CHUNK)
@@ -124,7 +125,7 @@ def run(
             for sidecar in sidecars:
                 sidecar.follow(topic, now)
         clock.advance(STEP_MS)
-    per_second = QUOTA * MEASURE_MS / 1000
+    per_second = QUOTA * measure_ms / 1000
     return sum(admitted) / per_second, [a / per_second for a in admitted]
 
 
@@ -165,3 +166,19 @@ def test_after_a_stall_past_stale_ms_the_peers_usage_assumed_in_fallback_is_not_
         "the topic is down", numbered=True, stale_ms=2000, down_ms=3000, measured_from=3000, covering=False
     )
     assert before < 0.8, (before, shares)
+
+
+def test_a_stall_past_stale_ms_leaves_the_first_stale_ms_unpaid_and_no_more():
+    """What docs/quotas/cluster-budgets.md states of a usage topic that stalls: shorter than ``stale_ms``, each
+    sidecar lets the tenant through at its own quota meanwhile and the peers' records, sent late, are paid back;
+    longer, the sidecars fall back to quota / 3 once ``stale_ms`` has passed, and the first ``stale_ms`` stays
+    unpaid (its records are stale, or covered by the share assumed): the two peers' usage of that time, 2 x
+    ``stale_ms`` x the quota more for the tenant, however long the stall. Measured over 40 s from the stall's
+    start, the defaults (sync 1 s, stale 10 s): 9 s, 0.99 x (paid back); 12 s and 30 s, 19.4 s of the quota more."""
+    window_s = 40
+    paid, _ = run("the topic is down", numbered=True, down_ms=9_000, measure_ms=window_s * 1000)
+    assert 0.95 <= paid <= 1.05, paid
+    for down_ms in (12_000, 30_000):
+        total, shares = run("the topic is down", numbered=True, down_ms=down_ms, measure_ms=window_s * 1000)
+        extra_s = (total - 1) * window_s
+        assert 0.9 * 2 * STALE_MS / 1000 <= extra_s <= 1.05 * 2 * STALE_MS / 1000, (down_ms, total, shares)
