@@ -131,9 +131,10 @@ class HeaderTooLarge(Exception):
 
 
 MAX_HEADER_BYTES = 65536  # request.header.max.bytes' default
+REQUEST_LIMIT_NAME = "socket.request.max.bytes"  # the setting a too-large request names (the C parse's default too)
 
 
-def frame_size(buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes") -> int:
+def frame_size(buf: Bytes, max_size: int, limit_name: str = REQUEST_LIMIT_NAME) -> int:
     """The size prefix of the frame starting at ``buf[0]``, checked against ``max_size`` (the setting
     ``limit_name``, named in the error)."""
     if len(buf) < 4:
@@ -152,7 +153,7 @@ def frame_size(buf: Bytes, max_size: int, limit_name: str = "socket.request.max.
 
 
 def parse_request_header(
-    buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+    buf: Bytes, max_size: int, limit_name: str = REQUEST_LIMIT_NAME, max_header: int = MAX_HEADER_BYTES
 ) -> RequestHeader:
     """Parse the size and request header at the start of ``buf`` (which may hold more than one frame). A header
     (api key through tagged fields; the 4-byte size before it does not count) longer than ``max_header`` bytes is a
@@ -161,7 +162,7 @@ def parse_request_header(
 
 
 def request_header_fields(
-    buf: Bytes, max_size: int, limit_name: str = "socket.request.max.bytes", max_header: int = MAX_HEADER_BYTES
+    buf: Bytes, max_size: int, limit_name: str = REQUEST_LIMIT_NAME, max_header: int = MAX_HEADER_BYTES
 ) -> tuple[int, int, int, int, str | None, int]:
     """:func:`parse_request_header`'s fields (size, api_key, api_version, correlation_id, client_id, header_length),
     for a caller that adds more before making the header (a Produce's acks and prefix: one object, not two)."""

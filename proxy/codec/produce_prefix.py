@@ -22,6 +22,7 @@ from proxy.codec.errors import ProtocolError
 from proxy.codec.fetch_prefix import with_fetch_replica_id
 from proxy.codec.header import (
     MAX_HEADER_BYTES,
+    REQUEST_LIMIT_NAME,
     HeaderTooLarge,
     Incomplete,
     RequestHeader,
@@ -40,7 +41,7 @@ def pure_parse_request_prefix(
     buf: Bytes,
     max_size: int,
     read_produce_prefix: bool = False,
-    limit_name: str = "socket.request.max.bytes",
+    limit_name: str = REQUEST_LIMIT_NAME,
     max_header: int = MAX_HEADER_BYTES,
 ) -> RequestHeader:
     """The request header, plus ``acks`` for Produce and the replica id for Fetch v0-14: everything needed before
